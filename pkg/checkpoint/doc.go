@@ -1,0 +1,55 @@
+// Package checkpoint is the node agent's crash-safe on-disk store of
+// assigned kubelet configs. It keeps the layout of the kubelet's own
+// Dynamic Kubelet Configuration store, so a directory written by a 1.23
+// kubelet's --dynamic-config-dir can be opened as is:
+//
+//	<dir>/store/
+//	  meta/
+//	    assigned              the assigned config source
+//	    last-known-good       the last-known-good config source
+//	    assigned-at           dkc: when the assignment was applied
+//	    last-error            dkc: the last error the agent reported
+//	  checkpoints/
+//	    <uid>/<resourceVersion>/<key>
+//	  baseline/               dkc: the node's original local config
+//	    <name>
+//
+// meta/assigned and meta/last-known-good are empty when they name the node's
+// local config; a missing file means the same. Otherwise they hold the YAML
+// of a kubelet.config.k8s.io/v1beta1 SerializedNodeConfigSource whose source
+// is a ConfigMap reference with uid and resourceVersion, as upstream wrote
+// them.
+//
+// Open creates both files empty if they are missing, as upstream did.
+//
+// checkpoints/<uid>/<resourceVersion>/ holds one file per key of the
+// ConfigMap's data and binaryData. A ConfigMap's uid and resourceVersion
+// identify its content, so saving a checkpoint again does nothing; only
+// different content (a damaged checkpoint) replaces it, as a whole. Keys,
+// uids and resourceVersions become file names, so each must be a base name
+// of at most 255 bytes (ErrInvalidKey).
+//
+// dkc adds files that upstream did not have:
+//   - meta/assigned-at holds the RFC 3339 time (nanoseconds, UTC) at which
+//     the current assignment was made. Upstream measured the 10-minute
+//     last-known-good trial from the mtime of meta/assigned and so restarted
+//     it at every kubelet start (kubernetes#57808); the recorded time
+//     survives agent restarts.
+//   - meta/last-error holds the last error message the agent reported, so it
+//     can be reported again after a restart.
+//   - baseline/<name> holds the node's original local kubelet config (and
+//     its drop-in, if any), captured once before dkc first overwrites them,
+//     so that a reset can restore them.
+//
+// Every write is atomic and durable: a file is written under a temporary
+// name in its final directory, fsynced, renamed into place, and then the
+// directory is fsynced (upstream never fsynced the directory). A checkpoint
+// is built in a temporary directory, each file fsynced, and the directory
+// renamed into place the same way. Directories are 0700 and files 0600.
+// After a crash at any point a reader sees the old state or the new one,
+// never a partial file under its final name; temporaries left behind start
+// with ".dkc-tmp-" and Open removes them.
+//
+// A Store is safe for use by several goroutines of one process. Two
+// processes must not open the same directory at once.
+package checkpoint

@@ -1,0 +1,36 @@
+// Package source is dkc's carrier: where an assignment (a NodeConfigSource)
+// and its status (a NodeConfigStatus) live on a Node. Apiservers before 1.26
+// keep the native spec.configSource and status.config fields; later ones drop
+// them silently, so dkc carries the same JSON in annotations instead.
+package source
+
+import corev1 "k8s.io/api/core/v1"
+
+// Prefix is the one prefix of every annotation, label and condition that dkc
+// owns. docs/carrier.md documents each key.
+const Prefix = "kubectl-dkc.io/"
+
+const (
+	// AssignedAnnotation holds the JSON of a corev1.NodeConfigSource: the
+	// config the operator assigned to the node.
+	AssignedAnnotation = Prefix + "config-source"
+	// StatusAnnotation holds the JSON of a corev1.NodeConfigStatus, in the
+	// same shape as the native status.config.
+	StatusAnnotation = Prefix + "config-status"
+	// ConfigLabel marks the ConfigMaps that dkc pushed, so they can be listed.
+	ConfigLabel = Prefix + "kubelet-config"
+	// AllowUnsafeAnnotation on a ConfigMap opts in to changes that are unsafe
+	// to make live. Its value is a comma-separated list of safety classes
+	// (see kubeletconfig.SafetyClass) or "*" for all of them.
+	AllowUnsafeAnnotation = Prefix + "allow-unsafe"
+
+	// ConditionType is the Node condition the agent maintains, so that the
+	// state shows in `kubectl describe node`.
+	ConditionType corev1.NodeConditionType = "KubeletConfigOK"
+
+	// DefaultNamespace and DefaultKey match the old documented workflow.
+	DefaultNamespace = "kube-system"
+	DefaultKey       = "kubelet"
+	// FieldManager is the field manager of every write dkc makes.
+	FieldManager = "kubectl-dkc"
+)
