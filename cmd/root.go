@@ -1,0 +1,66 @@
+// Package cmd is the root of the kubectl dkc command tree.
+package cmd
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
+)
+
+// NewCmdDKC returns the root command with every subcommand and every kubectl
+// global flag (--kubeconfig, --context, -n, ...).
+func NewCmdDKC(streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dkc",
+		Short: "Dynamic Kubelet Configuration, out of tree",
+		Long: `kubectl dkc reconfigures live kubelets through the Kubernetes API.
+
+Put a KubeletConfiguration in a ConfigMap, point nodes at it, and the dkc agent
+on each node checkpoints it, restarts the kubelet on it, checks its health,
+falls back to the last-known-good config if it is bad, and reports status.
+It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.`,
+		Example: `  # The whole workflow
+  kubectl dkc snapshot node-1 > kubelet.json
+  $EDITOR kubelet.json
+  kubectl dkc push kubelet.json --name my-node-config
+  kubectl dkc assign node-1 --config my-node-config-<hash> --wait
+  kubectl dkc status
+  kubectl dkc reset node-1`,
+		SilenceErrors: true,
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl dkc",
+		},
+	}
+	cmd.CompletionOptions.HiddenDefaultCmd = true
+
+	configFlags := genericclioptions.NewConfigFlags(true)
+	configFlags.AddFlags(cmd.PersistentFlags())
+
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
+
+	cmd.AddCommand(version.NewCmdVersion(streams))
+	addCommands(cmd, configFlags, streams)
+	return cmd
+}
+
+// Execute runs the root command and returns the process exit code. Errors
+// are printed as "error: ..." on stderr.
+func Execute() int {
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	err := NewCmdDKC(streams).Execute()
+	if err != nil && !util.Silent(err) {
+		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+	}
+	klog.Flush()
+	return util.ExitCode(err)
+}

@@ -1,0 +1,75 @@
+// Package version implements `kubectl dkc version`.
+package version
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/version"
+)
+
+// Options holds the flags of `kubectl dkc version`.
+type Options struct {
+	Output string
+	genericiooptions.IOStreams
+}
+
+// NewCmdVersion returns the version command.
+func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of kubectl dkc",
+		Example: `  # Print the version
+  kubectl dkc version
+
+  # Print the version as JSON, for scripts
+  kubectl dkc version -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: (json, yaml). Default is one line of text.")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	switch o.Output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("--output must be json or yaml, got %q", o.Output)
+}
+
+// Run prints the version.
+func (o *Options) Run() error {
+	info := version.Get()
+	switch o.Output {
+	case "json":
+		b, err := json.MarshalIndent(info, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(o.Out, string(b))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(info)
+		if err != nil {
+			return err
+		}
+		_, err = o.Out.Write(b)
+		return err
+	}
+	_, err := fmt.Fprintf(o.Out, "kubectl dkc %s (commit %s, built %s, %s %s)\n", info.Version, info.GitCommit, info.BuildDate, info.GoVersion, info.Platform)
+	return err
+}
