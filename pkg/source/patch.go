@@ -1,0 +1,123 @@
+package source
+
+import (
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The patches below are JSON merge patches (types.MergePatchType, RFC 7386).
+// A merge patch merges objects key by key, so a key the new value lacks would
+// keep its old value. The patches therefore spell out every field of a
+// NodeConfigSource and a NodeConfigStatus, with null for the empty ones, and
+// so replace the old value whole.
+
+// AssignPatch returns a JSON merge patch for a Node that assigns src through
+// carrier c, and clears the other carrier so that a node never holds two
+// different assignments. A nil src removes the assignment from both carriers,
+// whatever c is: the node goes back to its local config. src must pass
+// ValidateSource. Send the patch to the Node itself, not to nodes/status.
+func AssignPatch(c Carrier, src *corev1.NodeConfigSource) ([]byte, error) {
+	if err := checkStored(c); err != nil {
+		return nil, err
+	}
+	if err := ValidateSource(src); err != nil {
+		return nil, err
+	}
+	annotation, native := any(nil), any(nil)
+	if src != nil {
+		switch c {
+		case Native:
+			native = sourceValue(src)
+		case Annotation:
+			value, err := json.Marshal(src)
+			if err != nil {
+				return nil, fmt.Errorf("encode config source: %w", err)
+			}
+			annotation = string(value)
+		}
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{AssignedAnnotation: annotation}},
+		"spec":     map[string]any{"configSource": native},
+	})
+}
+
+// StatusPatch returns a JSON merge patch that records st through carrier c
+// and clears the other carrier. A nil st removes the status from both.
+//
+// Send it to the nodes/status subresource: only there does the apiserver keep
+// status.config, and metadata changes made through nodes/status persist too
+// (the node status strategy resets only spec). For the annotation carrier the
+// patch works on the Node itself as well, where the apiserver ignores status.
+func StatusPatch(c Carrier, st *corev1.NodeConfigStatus) ([]byte, error) {
+	if err := checkStored(c); err != nil {
+		return nil, err
+	}
+	annotation, native := any(nil), any(nil)
+	if st != nil {
+		switch c {
+		case Native:
+			native = statusValue(st)
+		case Annotation:
+			value, err := json.Marshal(st)
+			if err != nil {
+				return nil, fmt.Errorf("encode config status: %w", err)
+			}
+			annotation = string(value)
+		}
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{StatusAnnotation: annotation}},
+		"status":   map[string]any{"config": native},
+	})
+}
+
+// checkStored checks that c is a carrier a Node can hold: not Auto.
+func checkStored(c Carrier) error {
+	switch c {
+	case Native, Annotation:
+		return nil
+	case Auto:
+		return fmt.Errorf("carrier %q: resolve it with Detect before writing", c)
+	default:
+		return fmt.Errorf("carrier %q: unknown, want %q or %q", c, Native, Annotation)
+	}
+}
+
+// sourceValue is src for a merge patch, with every field present.
+func sourceValue(src *corev1.NodeConfigSource) any {
+	if src == nil {
+		return nil
+	}
+	var cm any
+	if ref := src.ConfigMap; ref != nil {
+		cm = map[string]any{
+			"namespace":        orNull(ref.Namespace),
+			"name":             orNull(ref.Name),
+			"uid":              orNull(string(ref.UID)),
+			"resourceVersion":  orNull(ref.ResourceVersion),
+			"kubeletConfigKey": orNull(ref.KubeletConfigKey),
+		}
+	}
+	return map[string]any{"configMap": cm}
+}
+
+// statusValue is st for a merge patch, with every field present.
+func statusValue(st *corev1.NodeConfigStatus) any {
+	return map[string]any{
+		"assigned":      sourceValue(st.Assigned),
+		"active":        sourceValue(st.Active),
+		"lastKnownGood": sourceValue(st.LastKnownGood),
+		"error":         orNull(st.Error),
+	}
+}
+
+// orNull is s, or nil (JSON null, which deletes the key) when s is empty.
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

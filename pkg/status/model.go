@@ -1,0 +1,140 @@
+package status
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// SchemeGroupVersion is the group and version of the objects `kubectl dkc
+// status -o json|yaml` prints. The group is dkc's annotation prefix without
+// its slash; the objects are never served by an apiserver, so the version
+// only marks their shape.
+var SchemeGroupVersion = schema.GroupVersion{Group: "kubectl-dkc.io", Version: "v1alpha1"}
+
+// Kind is the kind of a NodeConfig.
+const Kind = "NodeConfig"
+
+// NodeConfig is one node's Dynamic Kubelet Configuration state, as `kubectl
+// dkc status` prints it:
+//
+//	{"kind":"NodeConfig","apiVersion":"kubectl-dkc.io/v1alpha1",
+//	 "metadata":{"name":"n1"},
+//	 "carrier":"annotation",
+//	 "configSource":{"configMap":{"namespace":"kube-system","name":"cm","kubeletConfigKey":"kubelet"}},
+//	 "status":{"assigned":{...},"active":{...},"lastKnownGood":{...},"error":"..."}}
+//
+// configSource is what the operator requested (the node's spec.configSource or
+// its annotation), and is absent for the local config. status has the shape of
+// the old .status.config, so `jq .status` does what `jq .status.config` did;
+// it is absent while the node reports nothing. The status can lag behind the
+// request: compare them with Reached.
+type NodeConfig struct {
+	metav1.TypeMeta `json:",inline"`
+	// ObjectMeta holds only the node's name.
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Carrier holds the request; when there is none, it holds the status.
+	// Empty when the node has neither.
+	Carrier source.Carrier `json:"carrier,omitempty"`
+	// ConfigSource is the requested assignment; nil means the local config.
+	ConfigSource *corev1.NodeConfigSource `json:"configSource,omitempty"`
+	// Status is what the node reports; nil when it reports nothing.
+	Status *corev1.NodeConfigStatus `json:"status,omitempty"`
+}
+
+// NodeConfigList is the `kind: List, apiVersion: v1` that wraps NodeConfigs
+// for -o json|yaml, as kubectl wraps several objects.
+type NodeConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+	Items           []NodeConfig `json:"items"`
+}
+
+// FromNode reads node's request and status from whichever carrier holds
+// them.
+func FromNode(node *corev1.Node) (NodeConfig, error) {
+	item := NodeConfig{
+		TypeMeta:   metav1.TypeMeta{Kind: Kind, APIVersion: SchemeGroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
+	}
+	src, assignedCarrier, err := source.Assigned(node)
+	if err != nil {
+		return item, err
+	}
+	st, statusCarrier, err := source.Status(node)
+	if err != nil {
+		return item, err
+	}
+	item.ConfigSource, item.Status, item.Carrier = src, st, assignedCarrier
+	if item.Carrier == "" {
+		item.Carrier = statusCarrier
+	}
+	return item, nil
+}
+
+// NewList returns items in a List, sorted by node name. items is not
+// modified.
+func NewList(items []NodeConfig) *NodeConfigList {
+	return &NodeConfigList{
+		TypeMeta: metav1.TypeMeta{Kind: "List", APIVersion: "v1"},
+		Items:    sorted(items),
+	}
+}
+
+// sorted returns a copy of items sorted by node name.
+func sorted(items []NodeConfig) []NodeConfig {
+	out := slices.Clone(items)
+	slices.SortStableFunc(out, func(a, b NodeConfig) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// DeepCopyInto copies in into out.
+func (in *NodeConfig) DeepCopyInto(out *NodeConfig) {
+	*out = *in
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.ConfigSource = in.ConfigSource.DeepCopy()
+	out.Status = in.Status.DeepCopy()
+}
+
+// DeepCopy returns a deep copy of in.
+func (in *NodeConfig) DeepCopy() *NodeConfig {
+	if in == nil {
+		return nil
+	}
+	out := new(NodeConfig)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object, for kubectl's printers.
+func (in *NodeConfig) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+// DeepCopy returns a deep copy of in.
+func (in *NodeConfigList) DeepCopy() *NodeConfigList {
+	if in == nil {
+		return nil
+	}
+	out := &NodeConfigList{TypeMeta: in.TypeMeta}
+	in.ListMeta.DeepCopyInto(&out.ListMeta)
+	if in.Items != nil {
+		out.Items = make([]NodeConfig, len(in.Items))
+		for i := range in.Items {
+			in.Items[i].DeepCopyInto(&out.Items[i])
+		}
+	}
+	return out
+}
+
+// DeepCopyObject implements runtime.Object, for kubectl's printers.
+func (in *NodeConfigList) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+var (
+	_ runtime.Object = &NodeConfig{}
+	_ runtime.Object = &NodeConfigList{}
+)

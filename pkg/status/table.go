@@ -1,0 +1,101 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+const (
+	// none marks an empty cell, as kubectl does.
+	none = "<none>"
+	// local marks the node's local config: a nil source.
+	local = "<local>"
+	// invalid marks a source without a subfield.
+	invalid = "<invalid>"
+)
+
+// PrintTable writes items to w as a table sorted by node name, with the
+// columns NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD ERROR. wide adds
+// REQUESTED (the assignment the operator made, which the status can lag
+// behind) and shows each reported source with its resourceVersion. See
+// FormatSource for how a source shows; ASSIGNED, ACTIVE and LAST-KNOWN-GOOD
+// are <none> when the node reports no status.
+func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
+	tw := printers.GetNewTabWriter(w)
+	header := []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "ERROR"}
+	if wide {
+		header = []string{"NODE", "CARRIER", "REQUESTED", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "ERROR"}
+	}
+	if _, err := fmt.Fprintln(tw, strings.Join(header, "\t")); err != nil {
+		return err
+	}
+	for _, item := range sorted(items) {
+		assigned, active, lkg, errText := none, none, none, none
+		if st := item.Status; st != nil {
+			assigned = FormatSource(st.Assigned, wide)
+			active = FormatSource(st.Active, wide)
+			lkg = FormatSource(st.LastKnownGood, wide)
+			if st.Error != "" {
+				errText = st.Error
+			}
+		}
+		carrier := string(item.Carrier)
+		if carrier == "" {
+			carrier = none
+		}
+		row := []string{item.Name, carrier, assigned, active, lkg, errText}
+		if wide {
+			row = []string{item.Name, carrier, FormatSource(item.ConfigSource, wide), assigned, active, lkg, errText}
+		}
+		for i := range row {
+			row[i] = cell(row[i])
+		}
+		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// FormatSource shows src in one table cell: <local> for nil, <invalid> for a
+// source without a subfield, else the ConfigMap as namespace/name. A
+// kubeletConfigKey other than the default "kubelet" follows as :key, and wide
+// adds @resourceVersion when src has one.
+func FormatSource(src *corev1.NodeConfigSource, wide bool) string {
+	if src == nil {
+		return local
+	}
+	ref := src.ConfigMap
+	if ref == nil {
+		return invalid
+	}
+	s := ref.Namespace + "/" + ref.Name
+	if ref.KubeletConfigKey != source.DefaultKey {
+		s += ":" + ref.KubeletConfigKey
+	}
+	if wide && ref.ResourceVersion != "" {
+		s += "@" + ref.ResourceVersion
+	}
+	return s
+}
+
+// cell keeps a value on one line and out of the tab writer's way.
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case '\t', '\n', '\r', '\v', '\f':
+			return ' '
+		}
+		return r
+	}, s)
+	if s == "" {
+		return none
+	}
+	return s
+}
