@@ -1,0 +1,75 @@
+# kubectl dkc. `make demo` runs the workflow on a local cluster of real
+# components; `make test` runs every check CI runs. Both need root on Linux.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X github.com/kubectl-dkc/dkc/pkg/version.version=$(VERSION) \
+           -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=$(GIT_COMMIT) \
+           -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=$(BUILD_DATE)
+BIN := _output/bin
+# Debian packages the real-component tests need.
+TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux
+E2E_TIMEOUT ?= 60m
+
+.PHONY: build
+build: ## Build _output/bin/kubectl-dkc
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-dkc .
+
+.PHONY: install
+install: build ## Install kubectl-dkc into /usr/local/bin, where kubectl finds it
+	install -m 0755 $(BIN)/kubectl-dkc /usr/local/bin/kubectl-dkc
+
+.PHONY: components
+components: ## Build kube-apiserver, kubelet and etcd from Go modules (cached)
+	hack/build-components.sh
+
+.PHONY: test-deps
+test-deps: ## Install the Debian packages the e2e tests need, when missing
+	@missing=$$(for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+.PHONY: fmt-check
+fmt-check: ## Fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet:
+	go vet ./...
+	cd hack/tools && go vet ./etcd
+
+.PHONY: unit
+unit: ## Unit tests (no cluster)
+	go test ./cmd/... ./pkg/...
+
+.PHONY: e2e
+e2e: test-deps components build ## Tests on real etcd, kube-apiserver and kubelets
+	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
+
+.PHONY: test
+test: fmt-check vet unit e2e ## Everything CI runs
+
+.PHONY: cluster-up
+cluster-up: test-deps build ## Start a local cluster of real components
+	hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it made
+	hack/local-cluster.sh down
+
+.PHONY: demo
+demo: test-deps build ## The seed workflow, end to end, on a local cluster
+	hack/demo.sh
+
+.PHONY: clean
+clean:
+	rm -rf _output
+
+.PHONY: help
+help:
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Brings a local cluster of real components up or down for people:
+#   hack/local-cluster.sh up [NODES]   start etcd, kube-apiserver and NODES kubelets
+#   hack/local-cluster.sh env          print the export line for its kubeconfig
+#   hack/local-cluster.sh down         stop every process it started and remove
+#                                      its namespaces, links and mounts
+# State lives in $DKC_CLUSTER_DIR (default /tmp/kubectl-dkc-cluster).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${DKC_CLUSTER_DIR:-/tmp/kubectl-dkc-cluster}
+pidfile=$dir/cluster.pid
+bin=$root/_output/bin/dkc-cluster
+
+running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+case ${1:-} in
+up)
+  if running; then
+    echo "cluster already running (pid $(cat "$pidfile")); export KUBECONFIG=$dir/kubeconfig"
+    exit 0
+  fi
+  mkdir -p "$dir" "$root/_output/bin"
+  "$root/hack/build-components.sh" >/dev/null
+  (cd "$root" && go build -o "$bin" ./hack/cluster)
+  rm -f "$dir/ready"
+  nohup "$bin" --dir "$dir" --nodes "${2:-2}" >"$dir/cluster.log" 2>&1 &
+  echo $! >"$pidfile"
+  for _ in $(seq 1 1200); do
+    [[ -f $dir/ready ]] && break
+    if ! running; then
+      echo "error: the cluster failed to start; see $dir/cluster.log:" >&2
+      tail -20 "$dir/cluster.log" >&2
+      rm -f "$pidfile"
+      exit 1
+    fi
+    sleep 0.1
+  done
+  if [[ ! -f $dir/ready ]]; then
+    echo "error: the cluster was not ready within 120s; see $dir/cluster.log" >&2
+    exit 1
+  fi
+  grep -E 'Ready|ready after' "$dir/cluster.log" || true
+  echo "export KUBECONFIG=$dir/kubeconfig"
+  ;;
+env)
+  echo "export KUBECONFIG=$dir/kubeconfig"
+  ;;
+down)
+  if running; then
+    pid=$(cat "$pidfile")
+    kill -TERM "$pid"
+    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "error: dkc-cluster (pid $pid) did not stop within 60s" >&2
+      exit 1
+    fi
+    tail -2 "$dir/cluster.log"
+  else
+    echo "no cluster running"
+  fi
+  rm -f "$pidfile" "$dir/ready"
+  ;;
+*)
+  echo "usage: $0 up [NODES] | env | down" >&2
+  exit 2
+  ;;
+esac

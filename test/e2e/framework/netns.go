@@ -1,0 +1,192 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The harness's network. Each cluster takes one /26 block of 198.51.100.0/24
+// (TEST-NET-2, never routed): a host bridge dkcbrK holds .64K+1, and node i
+// lives in netns dkcKnI with eth0 at .64K+10+i, joined to the bridge by the
+// veth dkcKvI. A node has no default route, so it reaches nothing but the
+// bridge. Every link has addrgenmode none, so IPv6 sends nothing.
+const (
+	maxBlocks  = 4
+	netPrefix  = "198.51.100."
+	netMaskLen = 26
+	runDir     = "/run/kubectl-dkc"
+)
+
+type network struct {
+	block       int
+	bridge      string
+	hostIP      string
+	netns       []string
+	ownRunNetns bool
+	logf        func(string, ...any)
+}
+
+func (n *network) nodeIP(i int) string    { return netPrefix + strconv.Itoa(64*n.block+10+i) }
+func (n *network) netnsName(i int) string { return fmt.Sprintf("dkc%dn%d", n.block, i) }
+func (n *network) vethName(i int) string  { return fmt.Sprintf("dkc%dv%d", n.block, i) }
+
+func ipCmd(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func linkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// newNetwork claims a free block by creating its bridge. A block whose owner
+// (recorded in /run/kubectl-dkc/blockK.pid) is dead is cleaned up first.
+func newNetwork(logf func(string, ...any)) (*network, error) {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	_, statErr := os.Stat("/run/netns")
+	ownRunNetns := errors.Is(statErr, os.ErrNotExist) || !isMountPoint("/run/netns")
+	for b := 0; b < maxBlocks; b++ {
+		n := &network{block: b, bridge: fmt.Sprintf("dkcbr%d", b), hostIP: netPrefix + strconv.Itoa(64*b+1), logf: logf, ownRunNetns: ownRunNetns}
+		owner := filepath.Join(runDir, fmt.Sprintf("block%d.pid", b))
+		if linkExists(n.bridge) {
+			if ownerAlive(owner) {
+				continue
+			}
+			logf("cleaning up network block %d left by a harness that died", b)
+			n.cleanupStale()
+		}
+		if err := ipCmd("link", "add", n.bridge, "type", "bridge"); err != nil {
+			continue // another harness took it first
+		}
+		if err := os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			n.teardown()
+			return nil, err
+		}
+		for _, args := range [][]string{
+			{"link", "set", n.bridge, "addrgenmode", "none"},
+			{"addr", "add", n.hostIP + "/" + strconv.Itoa(netMaskLen), "dev", n.bridge},
+			{"link", "set", n.bridge, "up"},
+		} {
+			if err := ipCmd(args...); err != nil {
+				n.teardown()
+				return nil, err
+			}
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("no free network block: bridges dkcbr0..dkcbr%d are all owned by running harnesses", maxBlocks-1)
+}
+
+// addNode creates node i's netns and links and returns its netns name.
+func (n *network) addNode(i int) (string, error) {
+	ns, veth, ip := n.netnsName(i), n.vethName(i), n.nodeIP(i)
+	if err := ipCmd("netns", "add", ns); err != nil {
+		return "", err
+	}
+	n.netns = append(n.netns, ns)
+	for _, args := range [][]string{
+		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"link", "set", veth, "addrgenmode", "none"},
+		{"link", "set", veth, "master", n.bridge, "up"},
+		{"-n", ns, "link", "set", "eth0", "addrgenmode", "none"},
+		{"-n", ns, "addr", "add", ip + "/" + strconv.Itoa(netMaskLen), "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	} {
+		if err := ipCmd(args...); err != nil {
+			return "", err
+		}
+	}
+	return ns, nil
+}
+
+// teardown removes every netns, link and mount the network made. Processes
+// inside the namespaces must be stopped first.
+func (n *network) teardown() {
+	for _, ns := range n.netns {
+		if err := ipCmd("netns", "del", ns); err != nil {
+			n.logf("%v", err)
+		}
+	}
+	n.netns = nil
+	if linkExists(n.bridge) {
+		if err := ipCmd("link", "del", n.bridge); err != nil {
+			n.logf("%v", err)
+		}
+	}
+	_ = os.Remove(filepath.Join(runDir, fmt.Sprintf("block%d.pid", n.block)))
+	n.releaseRunNetns()
+}
+
+// releaseRunNetns undoes the /run/netns mount that `ip netns add` makes, if
+// it was not there before and no namespace is left in it.
+func (n *network) releaseRunNetns() {
+	if !n.ownRunNetns {
+		return
+	}
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil || len(entries) > 0 {
+		return
+	}
+	for isMountPoint("/run/netns") {
+		if err := syscall.Unmount("/run/netns", syscall.MNT_DETACH); err != nil {
+			break
+		}
+	}
+	_ = os.Remove("/run/netns")
+	if entries, err := os.ReadDir(runDir); err == nil && len(entries) == 0 {
+		_ = os.Remove(runDir)
+	}
+}
+
+func (n *network) cleanupStale() {
+	entries, _ := os.ReadDir("/run/netns")
+	prefix := fmt.Sprintf("dkc%dn", n.block)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			n.netns = append(n.netns, e.Name())
+		}
+	}
+	own := n.ownRunNetns
+	n.ownRunNetns = false
+	n.teardown()
+	n.ownRunNetns = own
+}
+
+func ownerAlive(pidFile string) bool {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
+}
+
+func isMountPoint(path string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
