@@ -1,0 +1,31 @@
+package util
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// Client builds a clientset from kubectl's global flags.
+func Client(f genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// ConfigNamespace is the namespace of dkc's ConfigMaps: -n when given,
+// else kube-system, as in the old documented workflow (not the kubeconfig
+// context's namespace).
+func ConfigNamespace(f genericclioptions.RESTClientGetter, cmd *cobra.Command) (string, error) {
+	if flag := cmd.Flag("namespace"); flag != nil && flag.Changed {
+		ns, _, err := f.ToRawKubeConfigLoader().Namespace()
+		return ns, err
+	}
+	return source.DefaultNamespace, nil
+}
