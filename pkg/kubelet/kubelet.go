@@ -1,0 +1,72 @@
+// Package kubelet holds the node agent's effects on the kubelet: writing its
+// config (replace or drop-in), restarting it (systemd over D-Bus, or a
+// command), and probing its health after a restart. Each effect is a small
+// interface with a fake in pkg/kubelet/fake.
+package kubelet
+
+import (
+	"context"
+	"time"
+)
+
+// ApplyMode is how the agent hands a config to the kubelet.
+type ApplyMode string
+
+const (
+	// Replace writes the whole payload to the kubelet's --config file:
+	// upstream DKC's full-replacement semantics.
+	Replace ApplyMode = "replace"
+	// DropIn writes the payload as one dkc-owned *.conf file in the
+	// kubelet's --config-dir, merged over --config as a JSON merge patch.
+	DropIn ApplyMode = "dropin"
+)
+
+// DropInName is the file dkc owns in the kubelet's --config-dir. The "50-"
+// prefix lets operators order their own drop-ins before or after it.
+const DropInName = "50-kubectl-dkc.conf"
+
+// Writer writes the kubelet's config on disk. Every write is atomic (temp
+// file, fsync, rename, fsync of the directory), so a crash leaves the old
+// or the new file, never a torn one.
+type Writer interface {
+	// Mode is the writer's ApplyMode.
+	Mode() ApplyMode
+	// Local returns the node's own config as the operator left it, before
+	// dkc wrote anything: the --config file (replace), or nothing (drop-in,
+	// where the local config is --config without dkc's drop-in).
+	Local() ([]byte, error)
+	// Apply makes payload the config the kubelet will load on its next start.
+	Apply(payload []byte) error
+	// Restore puts the node's local config back.
+	Restore() error
+	// Effective is the full config the kubelet will load on its next start:
+	// --config with every *.conf drop-in merged over it in lexical order.
+	Effective() ([]byte, error)
+}
+
+// Restarter restarts the kubelet and returns once the restart job finished.
+// A failed or timed-out job is an error; a timeout never counts as success.
+type Restarter interface {
+	Restart(ctx context.Context) error
+	// Stop and Start are used around a state-file removal (a cpu or memory
+	// manager policy change), which must happen while the kubelet is down.
+	Stop(ctx context.Context) error
+	Start(ctx context.Context) error
+}
+
+// Expectation is what a healthy kubelet shows after a restart.
+type Expectation struct {
+	// Config is the full config the kubelet should run (as JSON or YAML);
+	// the probe compares the fields it sets with /configz.
+	Config []byte
+	// Since is when the restart happened: a Ready condition must have
+	// been updated after it, so that a stale Ready does not count.
+	Since time.Time
+}
+
+// Prober checks a restarted kubelet: /healthz OK, /configz showing the
+// expected values, and the Node Ready. It returns nil once all three hold
+// and an error describing what failed when ctx ends first.
+type Prober interface {
+	Probe(ctx context.Context, want Expectation) error
+}
