@@ -1,0 +1,368 @@
+// Package diff implements `kubectl dkc diff`: compare two kubelet configs,
+// each a file, a node's running config, a ConfigMap or a node's assigned
+// ConfigMap, as diff(1) does.
+package diff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/configz"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// Exit codes, as diff(1) uses them.
+const (
+	ExitSame    = 0
+	ExitDiffer  = 1
+	ExitTrouble = 2
+)
+
+// Kind is what an input names.
+type Kind string
+
+// The kinds of input.
+const (
+	File      Kind = "file"
+	Stdin     Kind = "stdin"
+	Node      Kind = "node"
+	ConfigMap Kind = "configmap"
+	Assigned  Kind = "assigned"
+)
+
+// prefixes maps each accepted KIND/ prefix to its kind.
+var prefixes = map[string]Kind{
+	"node": Node, "nodes": Node, "no": Node,
+	"configmap": ConfigMap, "configmaps": ConfigMap, "cm": ConfigMap,
+	"assigned": Assigned,
+}
+
+// Source is one parsed input.
+type Source struct {
+	Kind Kind
+	// Path is a file's path.
+	Path string
+	// Namespace is a ConfigMap's namespace when the input named one.
+	Namespace string
+	// Name is the node's or the ConfigMap's name.
+	Name string
+}
+
+// ParseSource parses one input: "-", node/NAME, configmap/NAME,
+// configmap/NAMESPACE/NAME, assigned/NODE, or else a file path. A file whose
+// path starts with one of these prefixes is named ./PATH.
+func ParseSource(arg string) (Source, error) {
+	if arg == "" {
+		return Source{}, errors.New(`invalid input "": name a file, -, node/NAME, configmap/NAME or assigned/NODE`)
+	}
+	if arg == "-" {
+		return Source{Kind: Stdin}, nil
+	}
+	prefix, rest, found := strings.Cut(arg, "/")
+	kind, known := prefixes[prefix]
+	if !found || !known {
+		return Source{Kind: File, Path: arg}, nil
+	}
+	parts := strings.Split(rest, "/")
+	s := Source{Kind: kind}
+	switch {
+	case len(parts) == 1:
+		s.Name = parts[0]
+	case len(parts) == 2 && kind == ConfigMap:
+		s.Namespace, s.Name = parts[0], parts[1]
+		if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
+			return Source{}, fmt.Errorf("invalid input %q: namespace %q: %s", arg, s.Namespace, strings.Join(errs, ", "))
+		}
+	case kind == ConfigMap:
+		return Source{}, fmt.Errorf("invalid input %q: write configmap/NAME or configmap/NAMESPACE/NAME (or ./%s for a file)", arg, arg)
+	default:
+		return Source{}, fmt.Errorf("invalid input %q: write %s/NAME (or ./%s for a file)", arg, kind, arg)
+	}
+	if s.Name == "" {
+		return Source{}, fmt.Errorf("invalid input %q: name the %s, as %s/NAME", arg, kindNoun(kind), kind)
+	}
+	if errs := validation.IsDNS1123Subdomain(s.Name); len(errs) > 0 {
+		return Source{}, fmt.Errorf("invalid input %q: %q: %s", arg, s.Name, strings.Join(errs, ", "))
+	}
+	return s, nil
+}
+
+func kindNoun(k Kind) string {
+	if k == Assigned {
+		return "node"
+	}
+	return string(k)
+}
+
+// Label is how the diff's header names s.
+func (s Source) Label() string {
+	switch s.Kind {
+	case File:
+		return s.Path
+	case Stdin:
+		return "-"
+	case ConfigMap:
+		if s.Namespace != "" {
+			return "configmap/" + s.Namespace + "/" + s.Name
+		}
+		return "configmap/" + s.Name
+	}
+	return string(s.Kind) + "/" + s.Name
+}
+
+// cluster reports whether reading s needs the cluster.
+func (s Source) cluster() bool {
+	return s.Kind == Node || s.Kind == ConfigMap || s.Kind == Assigned
+}
+
+// Options holds the flags of `kubectl dkc diff`.
+type Options struct {
+	Args      []string
+	Key       string
+	Namespace string
+
+	client kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewOptions returns the defaults of `kubectl dkc diff`.
+func NewOptions(streams genericiooptions.IOStreams) *Options {
+	return &Options{Key: source.DefaultKey, Namespace: source.DefaultNamespace, IOStreams: streams}
+}
+
+// NewCmdDiff returns the diff command.
+func NewCmdDiff(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Show how two kubelet configs differ",
+		Long: `Show how two kubelet configs differ, as a unified diff from A to B.
+
+A and B are each one of:
+  FILE                 a JSON or YAML file (./FILE when it starts with a prefix below)
+  -                    stdin (at most one of A and B)
+  node/NODE            NODE's running config, read as snapshot reads it
+  configmap/NAME       a ConfigMap in the -n namespace (default kube-system),
+                       key --key (default kubelet)
+  configmap/NS/NAME    a ConfigMap in namespace NS
+  assigned/NODE        the ConfigMap assigned to NODE, with the assignment's key
+
+Both sides are normalized first (YAML with sorted keys), so that only
+differences in content show, whatever the format or the order of fields.
+
+Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
+2 when something went wrong.`,
+		Example: `  # What an edited snapshot changes on the node
+  kubectl dkc diff node/node-1 kubelet.json
+
+  # What a node would change when it applies its assigned config
+  kubectl dkc diff node/node-1 assigned/node-1
+
+  # Two pushed configs
+  kubectl dkc diff configmap/my-node-config-5m9fkd4h7c configmap/my-node-config-8tbk2gcd6f
+
+  # Two nodes
+  kubectl dkc diff node/node-1 node/node-2`,
+		ValidArgsFunction: completion(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return trouble(o.complete(f, cmd, args))
+		},
+	}
+	cmd.Flags().StringVar(&o.Key, "key", o.Key, "ConfigMap key that holds the config, for configmap/ inputs.")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return trouble(err) })
+	return cmd
+}
+
+// complete runs Complete, Validate and Run.
+func (o *Options) complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	if err := o.Complete(f, cmd, args); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cmd.SilenceUsage = true
+	return o.Run(cmd.Context())
+}
+
+// trouble makes any error but a difference exit 2, as diff(1).
+func trouble(err error) error {
+	var exitErr *util.ExitError
+	if err == nil || errors.As(err, &exitErr) {
+		return err
+	}
+	return &util.ExitError{Code: ExitTrouble, Err: err}
+}
+
+// Complete takes the inputs and, only when one of them is in the cluster,
+// builds a client: a diff of two files needs no cluster.
+func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	o.Args = args
+	sources, err := parseSources(args)
+	if err != nil || (!sources[0].cluster() && !sources[1].cluster()) {
+		return nil // Validate reports a bad input
+	}
+	ns, err := util.ConfigNamespace(f, cmd)
+	if err != nil {
+		return err
+	}
+	o.Namespace = ns
+	o.client, err = util.Client(f)
+	return err
+}
+
+// Validate checks the arguments and flags.
+func (o *Options) Validate() error {
+	sources, err := parseSources(o.Args)
+	if err != nil {
+		return err
+	}
+	if sources[0].Kind == Stdin && sources[1].Kind == Stdin {
+		return errors.New("only one of A and B can be - (stdin)")
+	}
+	if errs := validation.IsConfigMapKey(o.Key); len(errs) > 0 {
+		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(errs, ", "))
+	}
+	return nil
+}
+
+// parseSources parses the two inputs A and B.
+func parseSources(args []string) ([2]Source, error) {
+	var sources [2]Source
+	if len(args) != 2 {
+		return sources, fmt.Errorf("diff takes two inputs, A and B, got %d: see kubectl dkc diff --help", len(args))
+	}
+	for i, arg := range args {
+		s, err := ParseSource(arg)
+		if err != nil {
+			return sources, err
+		}
+		sources[i] = s
+	}
+	return sources, nil
+}
+
+// Run reads both inputs and prints their diff. It returns an ExitError
+// with code 1 and no message when they differ.
+func (o *Options) Run(ctx context.Context) error {
+	sources, err := parseSources(o.Args)
+	if err != nil {
+		return err
+	}
+	var docs [2][]byte
+	for i, s := range sources {
+		doc, err := o.read(ctx, s)
+		if err != nil {
+			return err
+		}
+		norm, err := kubeletconfig.Normalize(doc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Label(), err)
+		}
+		docs[i] = norm
+	}
+	d := kubeletconfig.UnifiedDiff(sources[0].Label(), sources[1].Label(), docs[0], docs[1])
+	if d == "" {
+		return nil
+	}
+	if _, err := io.WriteString(o.Out, d); err != nil {
+		return err
+	}
+	return &util.ExitError{Code: ExitDiffer}
+}
+
+// read returns the document s names.
+func (o *Options) read(ctx context.Context, s Source) ([]byte, error) {
+	switch s.Kind {
+	case File:
+		b, err := os.ReadFile(s.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read %w", err)
+		}
+		return b, nil
+	case Stdin:
+		b, err := io.ReadAll(o.In)
+		if err != nil {
+			return nil, fmt.Errorf("read stdin: %w", err)
+		}
+		return b, nil
+	case Node:
+		t, err := configz.NewTransformer("")
+		if err != nil {
+			return nil, err
+		}
+		b, err := snapshot.Fetch(ctx, o.client, t, s.Name)
+		if err != nil {
+			return nil, fmt.Errorf("read node/%s: %w", s.Name, err)
+		}
+		return b, nil
+	case ConfigMap:
+		ns := s.Namespace
+		if ns == "" {
+			ns = o.Namespace
+		}
+		return readConfigMap(ctx, o.client, ns, s.Name, o.Key, "--key")
+	case Assigned:
+		node, err := o.client.CoreV1().Nodes().Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("read assigned/%s: %w", s.Name, err)
+		}
+		src, _, err := source.Assigned(node)
+		if err != nil {
+			return nil, fmt.Errorf("read assigned/%s: %w", s.Name, err)
+		}
+		if src == nil {
+			return nil, fmt.Errorf("node %q has no assigned config: it runs its local config; compare node/%s instead", s.Name, s.Name)
+		}
+		if src.ConfigMap == nil {
+			return nil, fmt.Errorf("read assigned/%s: %w", s.Name, source.ErrAllNilSubfields)
+		}
+		ref := src.ConfigMap
+		return readConfigMap(ctx, o.client, ref.Namespace, ref.Name, ref.KubeletConfigKey, "the assignment's kubeletConfigKey")
+	}
+	return nil, fmt.Errorf("unknown input kind %q", s.Kind)
+}
+
+// readConfigMap returns key of ConfigMap namespace/name; keyFrom says where
+// key came from, for the message when it is missing.
+func readConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name, key, keyFrom string) ([]byte, error) {
+	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read configmap %q in namespace %q: %w", name, namespace, err)
+	}
+	return configMapKey(cm, key, keyFrom)
+}
+
+func configMapKey(cm *corev1.ConfigMap, key, keyFrom string) ([]byte, error) {
+	if v, ok := cm.Data[key]; ok {
+		return []byte(v), nil
+	}
+	if v, ok := cm.BinaryData[key]; ok {
+		return v, nil
+	}
+	keys := make([]string, 0, len(cm.Data)+len(cm.BinaryData))
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	for k := range cm.BinaryData {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return nil, fmt.Errorf("configmap %q in namespace %q has no key %q (from %s); its keys: [%s]", cm.Name, cm.Namespace, key, keyFrom, strings.Join(keys, ", "))
+}

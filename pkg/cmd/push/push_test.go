@@ -1,0 +1,304 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+const validConfig = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 10\n"
+
+// validOptions returns Options that pass Validate; tests change one field.
+func validOptions() Options {
+	return Options{
+		Filename:   "kubelet.yaml",
+		Name:       "my-node-config",
+		Namespace:  "kube-system",
+		Key:        "kubelet",
+		AppendHash: true,
+		DryRun:     DryRunNone,
+		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := map[string]struct {
+		change func(*Options)
+		want   string
+	}{
+		"valid": {change: func(*Options) {}},
+		"stdin": {change: func(o *Options) { o.Filename = "-" }},
+		"server dry run as yaml": {change: func(o *Options) {
+			o.DryRun = DryRunServer
+			*o.PrintFlags.OutputFormat = "yaml"
+		}},
+		"no file": {
+			change: func(o *Options) { o.Filename = "" },
+			want:   "no FILE given: name the KubeletConfiguration file, or - to read stdin",
+		},
+		"no name": {
+			change: func(o *Options) { o.Name = "" },
+			want:   "--name is required: name the ConfigMap, e.g. --name my-node-config",
+		},
+		"uppercase name": {
+			change: func(o *Options) { o.Name = "My" },
+			want:   `invalid --name "My": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+		},
+		"name too long for the hash": {
+			change: func(o *Options) { o.Name = strings.Repeat("a", 243) },
+			want:   `invalid --name "` + strings.Repeat("a", 243) + `": at most 242 characters with --append-hash, which adds 11`,
+		},
+		"long name without the hash": {
+			change: func(o *Options) { o.Name, o.AppendHash = strings.Repeat("a", 243), false },
+		},
+		"bad key": {
+			change: func(o *Options) { o.Key = "a/b" },
+			want:   `invalid --key "a/b": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')`,
+		},
+		"bad dry run": {
+			change: func(o *Options) { o.DryRun = "true" },
+			want:   `--dry-run must be "none", "server", or "client", got "true"`,
+		},
+		"bad output": {
+			change: func(o *Options) { *o.PrintFlags.OutputFormat = "wide" },
+			want:   `invalid --output: unable to match a printer suitable for the output format "wide", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := validOptions()
+			tc.change(&o)
+			err := o.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("Validate() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuildConfigMap(t *testing.T) {
+	tests := map[string]struct {
+		appendHash, immutable bool
+		wantName              string
+	}{
+		// What `kubectl create configmap x --from-file=kubelet=FILE
+		// --append-hash` names this content (kubectl v1.32.4).
+		"hash as kubectl": {appendHash: true, wantName: "x-mc2b77kh2k"},
+		"no hash":         {wantName: "x"},
+		// kubectl 1.32 has no --immutable flag; computed with Python from
+		// kubectl's definition, with "immutable": true in the hashed JSON.
+		"immutable enters hash":  {appendHash: true, immutable: true, wantName: "x-c64g58c56t"},
+		"immutable without hash": {immutable: true, wantName: "x"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cm, err := BuildConfigMap("ns", "x", "kubelet", []byte(validConfig), tc.appendHash, tc.immutable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &corev1.ConfigMap{
+				TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name:      tc.wantName,
+					Namespace: "ns",
+					Labels:    map[string]string{source.ConfigLabel: "true"},
+				},
+				Data: map[string]string{"kubelet": validConfig},
+			}
+			if tc.immutable {
+				v := true
+				want.Immutable = &v
+			}
+			if diff := cmp.Diff(want, cm); diff != "" {
+				t.Errorf("BuildConfigMap() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCreate(t *testing.T) {
+	existing := func(data string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "kube-system"},
+			Data:       map[string]string{"kubelet": data},
+		}
+	}
+	tests := map[string]struct {
+		existing *corev1.ConfigMap
+		wantOp   string
+		wantErr  error
+	}{
+		"new":            {wantOp: "created"},
+		"same data":      {existing: existing(validConfig), wantOp: "unchanged"},
+		"different data": {existing: existing("maxPods: 1\n"), wantErr: ErrConflict},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			if tc.existing != nil {
+				client = fake.NewClientset(tc.existing)
+			}
+			cm, err := BuildConfigMap("kube-system", "x", "kubelet", []byte(validConfig), false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, op, err := Create(context.Background(), client, cm, false)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Create() error = %v, want %v", err, tc.wantErr)
+			}
+			if op != tc.wantOp {
+				t.Errorf("Create() operation = %q, want %q", op, tc.wantOp)
+			}
+			got, err := client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "x", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := validConfig
+			if tc.existing != nil {
+				want = tc.existing.Data["kubelet"]
+			}
+			if got.Data["kubelet"] != want {
+				t.Errorf("stored data = %q, want %q", got.Data["kubelet"], want)
+			}
+		})
+	}
+}
+
+func TestRun(t *testing.T) {
+	tests := map[string]struct {
+		input      string
+		change     func(*Options)
+		existing   *corev1.ConfigMap
+		wantOut    string
+		wantErrOut string
+		wantErr    string
+	}{
+		"created": {
+			input:   validConfig,
+			wantOut: "configmap/my-node-config-fktmh22d66 created\n",
+		},
+		"unchanged": {
+			input:    validConfig,
+			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config-fktmh22d66", Namespace: "kube-system"}, Data: map[string]string{"kubelet": validConfig}},
+			wantOut:  "configmap/my-node-config-fktmh22d66 unchanged\n",
+		},
+		"conflict without hash": {
+			input:    validConfig,
+			change:   func(o *Options) { o.AppendHash = false },
+			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config", Namespace: "kube-system"}, Data: map[string]string{"kubelet": "x"}},
+			wantErr:  `configmap "my-node-config" in namespace "kube-system": configmap already exists with different data: push under a new --name, or use --append-hash so that each content gets its own name`,
+		},
+		"conflict with hash": {
+			input:    validConfig,
+			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config-fktmh22d66", Namespace: "kube-system"}, Data: map[string]string{"kubelet": "x"}},
+			wantErr:  `configmap "my-node-config-fktmh22d66" in namespace "kube-system": configmap already exists with different data, although its name carries the hash of this content: it was changed after it was pushed; delete it, or push under a new --name`,
+		},
+		"client dry run by name": {
+			input:   validConfig,
+			change:  func(o *Options) { o.DryRun = DryRunClient },
+			wantOut: "configmap/my-node-config-fktmh22d66 created (dry run)\n",
+		},
+		"client dry run as json": {
+			input: validConfig,
+			change: func(o *Options) {
+				o.DryRun = DryRunClient
+				*o.PrintFlags.OutputFormat = "jsonpath={.kind} {.apiVersion} {.metadata.name}"
+			},
+			wantOut: "ConfigMap v1 my-node-config-fktmh22d66",
+		},
+		"missing kind": {
+			input:   "apiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 10\n",
+			wantErr: `stdin: load kubelet config: missing "kind": add kind: KubeletConfiguration`,
+		},
+		"unknown field": {
+			input:   validConfig + "maxPod: 3\n",
+			wantErr: `stdin: load kubelet config: unknown field "maxPod" (fix the field, or use --allow-unknown-fields to push it anyway)`,
+		},
+		"unknown field allowed": {
+			input:      validConfig + "maxPod: 3\n",
+			change:     func(o *Options) { o.AllowUnknownFields = true },
+			wantOut:    "configmap/my-node-config-g8m6kcb5ht created\n",
+			wantErrOut: "Warning: stdin: unknown field \"maxPod\"\n",
+		},
+		"invalid value": {
+			input:   "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: -1\n",
+			wantErr: "stdin: validate kubelet config: maxPods: must be >= 0, got -1",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			streams, in, out, errOut := genericiooptions.NewTestIOStreams()
+			in.WriteString(tc.input)
+			o := validOptions()
+			o.Filename = "-"
+			o.IOStreams = streams
+			o.client = fake.NewClientset()
+			if tc.existing != nil {
+				o.client = fake.NewClientset(tc.existing)
+			}
+			if tc.change != nil {
+				tc.change(&o)
+			}
+			if o.DryRun == DryRunClient {
+				o.client = nil // a client dry run must not need one
+			}
+			err := o.Run(context.Background())
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("Run() error = %q, want %q", got, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.wantOut, out.String()); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantErrOut, errOut.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRunReadsFileBytesUnchanged(t *testing.T) {
+	// JSON with its own spacing: the ConfigMap holds exactly these bytes.
+	input := "{\"kind\": \"KubeletConfiguration\",   \"apiVersion\": \"kubelet.config.k8s.io/v1beta1\"}"
+	path := filepath.Join(t.TempDir(), "kubelet.json")
+	if err := os.WriteFile(path, []byte(input), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	o := validOptions()
+	o.Filename = path
+	o.AppendHash = false
+	o.IOStreams = streams
+	client := fake.NewClientset()
+	o.client = client
+	if err := o.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "my-node-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["kubelet"]; got != input {
+		t.Errorf("data[kubelet] = %q, want the file's bytes %q", got, input)
+	}
+}
