@@ -59,8 +59,9 @@ type Expectation struct {
 	// Config is the full config the kubelet should run (as JSON or YAML);
 	// the probe compares the fields it sets with /configz.
 	Config []byte
-	// Since is when the restart happened: a Ready condition must have
-	// been updated after it, so that a stale Ready does not count.
+	// Since is when the restart began; take it just before calling the
+	// Restarter. The kubelet's Lease must be renewed, and its Ready
+	// condition reported, after it, so that a stale Ready does not count.
 	Since time.Time
 }
 
