@@ -4,8 +4,21 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/reset"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
 )
 
 // addCommands adds the verbs that talk to a cluster.
 func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) {
+	root.AddCommand(assign.NewCmdAssign(f, streams))
+	root.AddCommand(status.NewCmdStatus(f, streams))
+	root.AddCommand(reset.NewCmdReset(f, streams))
+	root.AddCommand(snapshot.NewCmdSnapshot(f, streams))
+	root.AddCommand(push.NewCmdPush(f, streams))
+	root.AddCommand(diff.NewCmdDiff(f, streams))
 }

@@ -1,0 +1,331 @@
+// Package assign implements `kubectl dkc assign`: point nodes at a kubelet
+// config in a ConfigMap, through whichever carrier the apiserver keeps.
+package assign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// Dry-run modes, as kubectl names them.
+const (
+	DryRunNone   = "none"
+	DryRunClient = "client"
+	DryRunServer = "server"
+)
+
+// DefaultTimeout bounds --wait.
+const DefaultTimeout = 5 * time.Minute
+
+// Options holds the flags of `kubectl dkc assign`.
+type Options struct {
+	Nodes     util.NodeSelection
+	Config    string
+	Namespace string
+	Key       string
+	Carrier   string
+	DryRun    string
+	Wait      bool
+	Timeout   time.Duration
+
+	Client kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewAssignOptions returns Options with the defaults.
+func NewAssignOptions(streams genericiooptions.IOStreams) *Options {
+	return &Options{
+		Namespace: source.DefaultNamespace,
+		Key:       source.DefaultKey,
+		Carrier:   string(source.Auto),
+		DryRun:    DryRunNone,
+		Timeout:   DefaultTimeout,
+		IOStreams: streams,
+	}
+}
+
+// NewCmdAssign returns the assign command.
+func NewCmdAssign(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewAssignOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "assign (NODE... | -l SELECTOR | --all) --config NAME",
+		Short: "Assign a kubelet config in a ConfigMap to nodes",
+		Long: `Assign a kubelet config in a ConfigMap to nodes.
+
+This is what patching spec.configSource did. The ConfigMap must exist in the
+namespace (-n, default kube-system) and hold the config under --key (default
+"kubelet"). The dkc agent on each node then applies it and reports status;
+watch it with kubectl dkc status, or add --wait.
+
+The assignment is carried in spec.configSource where the apiserver keeps it
+(before 1.26), else in the annotation ` + source.AssignedAnnotation + `.
+--carrier=auto detects this per node with a server-side dry-run.
+
+With --wait, exit codes are:
+  0  every node runs the assigned config
+  1  the assignment failed (API error, missing ConfigMap, ...)
+  2  a node reported an error for the assigned config
+  3  --timeout passed first`,
+		Example: `  # Assign a pushed config to one node and wait until it runs it
+  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait
+
+  # Assign it to every node labelled pool=canary
+  kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb
+
+  # Show what would change without changing anything
+  kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server`,
+		ValidArgsFunction: status.CompleteNodeNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Nodes.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config (required).")
+	cmd.Flags().StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
+	cmd.Flags().StringVar(&o.Carrier, "carrier", o.Carrier, "Where to store the assignment: auto (detect per node), native (spec.configSource) or annotation.")
+	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned; with server, send the patches as server-side dry-runs.`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = DryRunClient
+	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs the assigned config, or reports an error for it.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	_ = cmd.RegisterFlagCompletionFunc("config", CompleteConfigMaps(f))
+	_ = cmd.RegisterFlagCompletionFunc("carrier", cobra.FixedCompletions([]string{"auto", "native", "annotation"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{DryRunNone, DryRunClient, DryRunServer}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// Complete fills in the nodes, the namespace and the client.
+func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	o.Nodes.Names = args
+	ns, err := util.ConfigNamespace(f, cmd)
+	if err != nil {
+		return err
+	}
+	o.Namespace = ns
+	o.Client, err = util.Client(f)
+	return err
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if err := o.Nodes.Validate(false); err != nil {
+		return err
+	}
+	if o.Config == "" {
+		return errors.New("--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it)")
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.Config); len(msgs) > 0 {
+		return fmt.Errorf("invalid --config %q: %s", o.Config, strings.Join(msgs, ", "))
+	}
+	if msgs := validation.IsConfigMapKey(o.Key); len(msgs) > 0 {
+		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(msgs, ", "))
+	}
+	if _, err := source.ParseCarrier(o.Carrier); err != nil {
+		return err
+	}
+	switch o.DryRun {
+	case DryRunNone, DryRunClient, DryRunServer:
+	default:
+		return fmt.Errorf(`invalid --dry-run %q: must be "none", "client", or "server"`, o.DryRun)
+	}
+	if o.Wait && o.DryRun != DryRunNone {
+		return errors.New("--wait cannot be used with --dry-run: nothing would change to wait for")
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	return nil
+}
+
+// Source is the assignment the flags describe.
+func (o *Options) Source() *corev1.NodeConfigSource {
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace:        o.Namespace,
+		Name:             o.Config,
+		KubeletConfigKey: o.Key,
+	}}
+}
+
+// Run checks the ConfigMap, assigns it to every selected node, and waits
+// when asked to.
+func (o *Options) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := o.checkConfigMap(ctx); err != nil {
+		return err
+	}
+	nodes, err := o.Nodes.Resolve(ctx, o.Client)
+	if err != nil {
+		return err
+	}
+	src := o.Source()
+	var errs []error
+	var names []string
+	for i := range nodes {
+		if err := o.assign(ctx, &nodes[i], src); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		names = append(names, nodes[i].Name)
+	}
+	if err := utilerrors.NewAggregate(errs); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return nil
+	}
+	return o.wait(ctx, names)
+}
+
+// checkConfigMap makes sure the ConfigMap exists and has the key, and warns
+// when dkc did not push it.
+func (o *Options) checkConfigMap(ctx context.Context) error {
+	ref := o.Namespace + "/" + o.Config
+	cm, err := o.Client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, o.Config, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("configmap %q not found: push it with kubectl dkc push, or name its namespace with -n", ref)
+	}
+	if err != nil {
+		return fmt.Errorf("get configmap %q: %w", ref, err)
+	}
+	if err := CheckKey(cm, o.Key); err != nil {
+		return err
+	}
+	if _, ok := cm.Labels[source.ConfigLabel]; !ok {
+		fmt.Fprintf(o.ErrOut, "Warning: configmap %q has no label %s: it was not pushed by kubectl dkc push\n", ref, source.ConfigLabel)
+	}
+	return nil
+}
+
+// CheckKey checks that cm holds key as text, and names the keys it has when
+// it does not.
+func CheckKey(cm *corev1.ConfigMap, key string) error {
+	ref := cm.Namespace + "/" + cm.Name
+	if _, ok := cm.Data[key]; ok {
+		return nil
+	}
+	if _, ok := cm.BinaryData[key]; ok {
+		return fmt.Errorf("configmap %q: key %q is binaryData: a kubelet config must be text in data", ref, key)
+	}
+	var keys []string
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	for k := range cm.BinaryData {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if len(keys) == 0 {
+		return fmt.Errorf("configmap %q has no key %q: it has no keys at all", ref, key)
+	}
+	return fmt.Errorf("configmap %q has no key %q: it has %s; choose one with --key", ref, key, strings.Join(keys, ", "))
+}
+
+// assign assigns src to node through the carrier the flags ask for.
+func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.NodeConfigSource) error {
+	carrier, err := o.carrier(ctx, node.Name)
+	if err != nil {
+		return err
+	}
+	suffix := ""
+	switch o.DryRun {
+	case DryRunClient:
+		suffix = " (dry run)"
+	case DryRunServer:
+		suffix = " (server dry run)"
+	}
+	report := func() {
+		fmt.Fprintf(o.Out, "node/%s assigned %s/%s (%s)%s\n", node.Name, src.ConfigMap.Namespace, src.ConfigMap.Name, carrier, suffix)
+	}
+	if o.DryRun == DryRunClient {
+		report()
+		return nil
+	}
+	patch, err := source.AssignPatch(carrier, src)
+	if err != nil {
+		return fmt.Errorf("assign node %q: %w", node.Name, err)
+	}
+	opts := metav1.PatchOptions{FieldManager: source.FieldManager}
+	if o.DryRun == DryRunServer {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	got, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts)
+	if err != nil {
+		return fmt.Errorf("assign node %q: %w", node.Name, err)
+	}
+	if carrier == source.Native && !source.Equal(got.Spec.ConfigSource, src) {
+		return droppedError(node.Name)
+	}
+	report()
+	return nil
+}
+
+// carrier resolves --carrier for node. An explicit native is checked with a
+// dry-run first, so that a server that drops spec.configSource fails before
+// anything is written (a native patch also clears the annotation).
+func (o *Options) carrier(ctx context.Context, node string) (source.Carrier, error) {
+	c, err := source.ParseCarrier(o.Carrier)
+	if err != nil {
+		return "", err
+	}
+	if c == source.Annotation {
+		return c, nil
+	}
+	detected, err := source.Detect(ctx, o.Client, node)
+	if err != nil {
+		return "", err
+	}
+	if c == source.Native && detected != source.Native {
+		return "", droppedError(node)
+	}
+	return detected, nil
+}
+
+// droppedError says that the apiserver drops the native field.
+func droppedError(node string) error {
+	return fmt.Errorf("assign node %q: the apiserver dropped spec.configSource (apiservers 1.26 and later drop it silently): use --carrier=annotation, or --carrier=auto", node)
+}
+
+// wait waits until every node in names runs the assignment.
+func (o *Options) wait(ctx context.Context, names []string) error {
+	reported := map[string]bool{}
+	_, err := dkcstatus.Wait(ctx, o.Client, names, dkcstatus.WaitActive, o.Timeout, func(changed []dkcstatus.NodeConfig) {
+		for _, item := range changed {
+			if done, _ := dkcstatus.Reached(item, dkcstatus.WaitActive); done && !reported[item.Name] {
+				reported[item.Name] = true
+				fmt.Fprintf(o.ErrOut, "node/%s runs %s\n", item.Name, dkcstatus.FormatSource(item.ConfigSource, false))
+			}
+		}
+	})
+	if err != nil {
+		return &util.ExitError{Code: dkcstatus.ExitCode(err), Err: err}
+	}
+	return nil
+}

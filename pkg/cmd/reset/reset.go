@@ -1,0 +1,188 @@
+// Package reset implements `kubectl dkc reset`: send nodes back to their
+// local kubelet config.
+package reset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// Dry-run modes, as kubectl names them.
+const (
+	DryRunNone   = "none"
+	DryRunClient = "client"
+	DryRunServer = "server"
+)
+
+// DefaultTimeout bounds --wait.
+const DefaultTimeout = 5 * time.Minute
+
+// Options holds the flags of `kubectl dkc reset`.
+type Options struct {
+	Nodes   util.NodeSelection
+	DryRun  string
+	Wait    bool
+	Timeout time.Duration
+
+	Client kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewResetOptions returns Options with the defaults.
+func NewResetOptions(streams genericiooptions.IOStreams) *Options {
+	return &Options{DryRun: DryRunNone, Timeout: DefaultTimeout, IOStreams: streams}
+}
+
+// NewCmdReset returns the reset command.
+func NewCmdReset(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewResetOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "reset (NODE... | -l SELECTOR | --all)",
+		Short: "Send nodes back to their local kubelet config",
+		Long: `Send nodes back to their local kubelet config.
+
+This is what removing spec.configSource did. reset removes the assignment from
+whichever carrier holds it (spec.configSource and the annotation
+` + source.AssignedAnnotation + `); the dkc agent on each node then restarts the
+kubelet on the node's own config file.
+
+--wait waits until every node reports its local config active: its status has
+no active config (or it reports no status at all) and no error. A node that
+reports an error while its status shows no assignment fails the wait.
+
+With --wait, exit codes are:
+  0  every node runs its local config
+  1  the reset failed (API error, ...)
+  2  a node reported an error for its local config
+  3  --timeout passed first`,
+		Example: `  # Send node-1 back to its local config
+  kubectl dkc reset node-1
+
+  # Reset every node labelled pool=canary and wait until they run it
+  kubectl dkc reset -l pool=canary --wait --timeout=10m`,
+		ValidArgsFunction: status.CompleteNodeNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Nodes.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none", "client", or "server". With client, only print what would be reset; with server, send the patches as server-side dry-runs.`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = DryRunClient
+	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs its local config.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{DryRunNone, DryRunClient, DryRunServer}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// Complete fills in the nodes and the client.
+func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	o.Nodes.Names = args
+	var err error
+	o.Client, err = util.Client(f)
+	return err
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if err := o.Nodes.Validate(false); err != nil {
+		return err
+	}
+	switch o.DryRun {
+	case DryRunNone, DryRunClient, DryRunServer:
+	default:
+		return fmt.Errorf(`invalid --dry-run %q: must be "none", "client", or "server"`, o.DryRun)
+	}
+	if o.Wait && o.DryRun != DryRunNone {
+		return errors.New("--wait cannot be used with --dry-run: nothing would change to wait for")
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	return nil
+}
+
+// Run resets every selected node and waits when asked to.
+func (o *Options) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	nodes, err := o.Nodes.Resolve(ctx, o.Client)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var names []string
+	for i := range nodes {
+		if err := o.reset(ctx, &nodes[i]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		names = append(names, nodes[i].Name)
+	}
+	if err := utilerrors.NewAggregate(errs); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return nil
+	}
+	_, err = dkcstatus.Wait(ctx, o.Client, names, dkcstatus.WaitActive, o.Timeout, nil)
+	if err != nil {
+		return &util.ExitError{Code: dkcstatus.ExitCode(err), Err: err}
+	}
+	return nil
+}
+
+// reset removes node's assignment. A node without one is left alone; one
+// whose assignment cannot be read is reset all the same.
+func (o *Options) reset(ctx context.Context, node *corev1.Node) error {
+	src, _, err := source.Assigned(node)
+	if err == nil && src == nil {
+		fmt.Fprintf(o.Out, "node/%s already on its local config\n", node.Name)
+		return nil
+	}
+	suffix := ""
+	switch o.DryRun {
+	case DryRunClient:
+		fmt.Fprintf(o.Out, "node/%s reset to its local config (dry run)\n", node.Name)
+		return nil
+	case DryRunServer:
+		suffix = " (server dry run)"
+	}
+	// A nil source clears both carriers, whichever is named.
+	patch, err := source.AssignPatch(source.Annotation, nil)
+	if err != nil {
+		return fmt.Errorf("reset node %q: %w", node.Name, err)
+	}
+	opts := metav1.PatchOptions{FieldManager: source.FieldManager}
+	if o.DryRun == DryRunServer {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if _, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts); err != nil {
+		return fmt.Errorf("reset node %q: %w", node.Name, err)
+	}
+	fmt.Fprintf(o.Out, "node/%s reset to its local config%s\n", node.Name, suffix)
+	return nil
+}

@@ -1,0 +1,328 @@
+// Package status implements `kubectl dkc status`: what each node was
+// assigned, what it runs, its last-known-good config and its error.
+package status
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// Output formats status handles itself; the others go to cli-runtime's
+// printers.
+const (
+	outputTable = ""
+	outputWide  = "wide"
+	outputName  = "name"
+)
+
+// Options holds the flags of `kubectl dkc status`.
+type Options struct {
+	Nodes      util.NodeSelection
+	PrintFlags *genericclioptions.PrintFlags
+	Output     string
+	Watch      bool
+	WaitFor    string
+	Timeout    time.Duration
+
+	Client  kubernetes.Interface
+	Printer printers.ResourcePrinter
+	genericiooptions.IOStreams
+}
+
+// NewStatusOptions returns Options with the defaults.
+func NewStatusOptions(streams genericiooptions.IOStreams) *Options {
+	pf := genericclioptions.NewPrintFlags("")
+	// -o name prints node/NAME, which the name printer cannot do for a List.
+	pf.NamePrintFlags = nil
+	return &Options{PrintFlags: pf, IOStreams: streams}
+}
+
+// NewCmdStatus returns the status command.
+func NewCmdStatus(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewStatusOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "status [NODE... | -l SELECTOR]",
+		Short: "Show the kubelet config each node was assigned, runs and falls back to",
+		Long: `Show the kubelet config each node was assigned, runs and falls back to.
+
+This is what .status.config showed. The columns are:
+  CARRIER          where the node holds its assignment: native or annotation
+  ASSIGNED         the config the node's agent took up
+  ACTIVE           the config the kubelet runs; <local> is the node's own
+  LAST-KNOWN-GOOD  the config the node falls back to
+  ERROR            why the node does not run its assignment
+-o wide adds REQUESTED, the assignment as the operator made it, which the
+status lags behind until the node's agent picks it up. -o json|yaml print a
+List of NodeConfig objects, whose .status has the shape of .status.config.
+-o name prints node/NAME.
+
+No NODE and no -l means every node. -w/--watch prints a new row whenever a
+node's config state changes, until interrupted or until --timeout.
+--wait-for=active waits until every selected node runs its assignment (or its
+local config, when it has none) without error; --wait-for=error waits until
+every selected node reports an error. Then the table is printed.
+
+Exit codes with --wait-for:
+  0  every node reached the condition
+  1  any other failure (API error, bad flags)
+  2  a node reported an error for the config assigned to it (--wait-for=active)
+  3  --timeout passed first`,
+		Example: `  # Show every node
+  kubectl dkc status
+
+  # Show two nodes, with the requested assignment and resource versions
+  kubectl dkc status node-1 node-2 -o wide
+
+  # Watch the nodes of a pool change
+  kubectl dkc status -l pool=canary -w
+
+  # Wait up to 5 minutes until node-1 runs its assigned config
+  kubectl dkc status node-1 --wait-for=active --timeout=5m
+
+  # Print the old .status.config of node-1
+  kubectl dkc status node-1 -o jsonpath='{.items[0].status}'`,
+		ValidArgsFunction: CompleteNodeNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.PrintFlags.AddFlags(cmd)
+	// Replace the help of -o to list the formats status handles itself.
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s).", strings.Join(o.AllowedFormats(), ", "))
+	cmd.Flags().StringVarP(&o.Nodes.Selector, "selector", "l", "", "Selector (label query) to filter nodes on, supports '=', '==', '!=', 'in', 'notin' (e.g. -l key1=value1,key2=value2).")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After listing, watch the nodes and print a row for every change of their config state.")
+	cmd.Flags().StringVar(&o.WaitFor, "wait-for", "", `Wait until every selected node reached a condition: "active" or "error". See the exit codes above.`)
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long -w watches or --wait-for waits; 0 means forever.")
+	_ = cmd.RegisterFlagCompletionFunc("wait-for", cobra.FixedCompletions([]string{dkcstatus.WaitActive, dkcstatus.WaitError}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// AllowedFormats lists the values of -o.
+func (o *Options) AllowedFormats() []string {
+	return append([]string{outputWide, outputName}, o.PrintFlags.AllowedFormats()...)
+}
+
+// Complete fills in the nodes, the client and the printer.
+func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	o.Nodes.Names = args
+	o.Output = *o.PrintFlags.OutputFormat
+	if !o.builtinOutput() {
+		p, err := o.PrintFlags.ToPrinter()
+		if err != nil {
+			return fmt.Errorf("invalid --output %q: must be one of %s", o.Output, strings.Join(o.AllowedFormats(), ", "))
+		}
+		o.Printer = p
+	}
+	var err error
+	o.Client, err = util.Client(f)
+	return err
+}
+
+// builtinOutput reports whether -o is a format status prints itself.
+func (o *Options) builtinOutput() bool {
+	return o.Output == outputTable || o.Output == outputWide || o.Output == outputName
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if err := o.Nodes.Validate(true); err != nil {
+		return err
+	}
+	if o.WaitFor != "" {
+		if err := dkcstatus.ValidateWaitFor(o.WaitFor); err != nil {
+			return err
+		}
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	if o.Timeout > 0 && !o.Watch && o.WaitFor == "" {
+		return errors.New("--timeout needs -w/--watch or --wait-for")
+	}
+	if !o.builtinOutput() && o.Printer == nil {
+		return fmt.Errorf("invalid --output %q: must be one of %s", o.Output, strings.Join(o.AllowedFormats(), ", "))
+	}
+	return nil
+}
+
+// Run prints the status once, watches it, or waits for a condition.
+func (o *Options) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	nodes, err := o.Nodes.Resolve(ctx, o.Client)
+	if err != nil {
+		return err
+	}
+	var items []dkcstatus.NodeConfig
+	var errs []error
+	for i := range nodes {
+		item, err := dkcstatus.FromNode(&nodes[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		items = append(items, item)
+	}
+	if err := utilerrors.NewAggregate(errs); err != nil {
+		return err
+	}
+	switch {
+	case o.WaitFor != "":
+		return o.waitFor(ctx, items)
+	case o.Watch:
+		return o.watch(ctx, items)
+	}
+	return o.print(items)
+}
+
+// print writes items in the -o format.
+func (o *Options) print(items []dkcstatus.NodeConfig) error {
+	switch o.Output {
+	case outputTable, outputWide:
+		return dkcstatus.PrintTable(o.Out, items, o.Output == outputWide)
+	case outputName:
+		for _, item := range dkcstatus.NewList(items).Items {
+			if _, err := fmt.Fprintf(o.Out, "node/%s\n", item.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return o.Printer.PrintObj(dkcstatus.NewList(items), o.Out)
+}
+
+// printChanges writes changed items while watching: table rows without a
+// header, one line per name, or one object each.
+func (o *Options) printChanges(changed []dkcstatus.NodeConfig) error {
+	switch o.Output {
+	case outputTable, outputWide:
+		var buf bytes.Buffer
+		if err := dkcstatus.PrintTable(&buf, changed, o.Output == outputWide); err != nil {
+			return err
+		}
+		_, rows, _ := strings.Cut(buf.String(), "\n")
+		_, err := io.WriteString(o.Out, rows)
+		return err
+	case outputName:
+		return o.print(changed)
+	}
+	for i := range changed {
+		if err := o.Printer.PrintObj(runtime.Object(&changed[i]), o.Out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watch prints items, then a row for every change, until ctx ends or the
+// timeout passes; both end it without error.
+func (o *Options) watch(ctx context.Context, items []dkcstatus.NodeConfig) error {
+	if err := o.print(items); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	if o.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+	}
+	defer cancel()
+	printed := map[string]dkcstatus.NodeConfig{}
+	for _, item := range items {
+		printed[item.Name] = item
+	}
+	scope := dkcstatus.Scope{Names: o.Nodes.Names, LabelSelector: o.Nodes.Selector}
+	err := dkcstatus.Watch(ctx, o.Client, scope, func(changed, _ []dkcstatus.NodeConfig) (bool, error) {
+		// The first call lists every node again: print only what changed
+		// since the table above.
+		var rows []dkcstatus.NodeConfig
+		for _, item := range changed {
+			if old, ok := printed[item.Name]; ok && sameState(old, item) {
+				continue
+			}
+			printed[item.Name] = item
+			rows = append(rows, item)
+		}
+		if len(rows) == 0 {
+			return false, nil
+		}
+		return false, o.printChanges(rows)
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// waitFor waits until every node in items reached --wait-for, then prints
+// them.
+func (o *Options) waitFor(ctx context.Context, items []dkcstatus.NodeConfig) error {
+	names := make([]string, len(items))
+	for i, item := range items {
+		names[i] = item.Name
+	}
+	if len(names) == 0 {
+		return errors.New("no nodes to wait for")
+	}
+	var onChange func([]dkcstatus.NodeConfig)
+	if o.Watch {
+		if err := o.print(items); err != nil {
+			return err
+		}
+		printed := map[string]dkcstatus.NodeConfig{}
+		for _, item := range items {
+			printed[item.Name] = item
+		}
+		onChange = func(changed []dkcstatus.NodeConfig) {
+			var rows []dkcstatus.NodeConfig
+			for _, item := range changed {
+				if old, ok := printed[item.Name]; ok && sameState(old, item) {
+					continue
+				}
+				printed[item.Name] = item
+				rows = append(rows, item)
+			}
+			if len(rows) > 0 {
+				_ = o.printChanges(rows)
+			}
+		}
+	}
+	last, err := dkcstatus.Wait(ctx, o.Client, names, o.WaitFor, o.Timeout, onChange)
+	if !o.Watch && len(last) > 0 {
+		if perr := o.print(last); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return &util.ExitError{Code: dkcstatus.ExitCode(err), Err: err}
+	}
+	return nil
+}
+
+// sameState reports whether a and b show the same row.
+func sameState(a, b dkcstatus.NodeConfig) bool {
+	return apiequality.Semantic.DeepEqual(a, b)
+}
