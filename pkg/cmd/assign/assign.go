@@ -21,17 +21,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
-)
-
-// Dry-run modes, as kubectl names them.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
 )
 
 // DefaultTimeout bounds --wait.
@@ -58,7 +50,7 @@ func NewAssignOptions(streams genericiooptions.IOStreams) *Options {
 		Namespace: source.DefaultNamespace,
 		Key:       source.DefaultKey,
 		Carrier:   string(source.Auto),
-		DryRun:    DryRunNone,
+		DryRun:    util.DryRunNone,
 		Timeout:   DefaultTimeout,
 		IOStreams: streams,
 	}
@@ -94,7 +86,7 @@ With --wait, exit codes are:
 
   # Show what would change without changing anything
   kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server`,
-		ValidArgsFunction: status.CompleteNodeNames(f),
+		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err
@@ -110,13 +102,11 @@ With --wait, exit codes are:
 	cmd.Flags().StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config (required).")
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
 	cmd.Flags().StringVar(&o.Carrier, "carrier", o.Carrier, "Where to store the assignment: auto (detect per node), native (spec.configSource) or annotation.")
-	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned; with server, send the patches as server-side dry-runs.`)
-	cmd.Flags().Lookup("dry-run").NoOptDefVal = DryRunClient
+	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned; with server, send the patches as server-side dry-runs.`)
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs the assigned config, or reports an error for it.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
-	_ = cmd.RegisterFlagCompletionFunc("config", CompleteConfigMaps(f))
+	_ = cmd.RegisterFlagCompletionFunc("config", util.CompleteConfigNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("carrier", cobra.FixedCompletions([]string{"auto", "native", "annotation"}, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{DryRunNone, DryRunClient, DryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -149,12 +139,10 @@ func (o *Options) Validate() error {
 	if _, err := source.ParseCarrier(o.Carrier); err != nil {
 		return err
 	}
-	switch o.DryRun {
-	case DryRunNone, DryRunClient, DryRunServer:
-	default:
-		return fmt.Errorf(`invalid --dry-run %q: must be "none", "client", or "server"`, o.DryRun)
+	if err := util.ValidateDryRun(o.DryRun); err != nil {
+		return err
 	}
-	if o.Wait && o.DryRun != DryRunNone {
+	if o.Wait && o.DryRun != util.DryRunNone {
 		return errors.New("--wait cannot be used with --dry-run: nothing would change to wait for")
 	}
 	if o.Timeout < 0 {
@@ -256,15 +244,15 @@ func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.Nod
 	}
 	suffix := ""
 	switch o.DryRun {
-	case DryRunClient:
+	case util.DryRunClient:
 		suffix = " (dry run)"
-	case DryRunServer:
+	case util.DryRunServer:
 		suffix = " (server dry run)"
 	}
 	report := func() {
 		fmt.Fprintf(o.Out, "node/%s assigned %s/%s (%s)%s\n", node.Name, src.ConfigMap.Namespace, src.ConfigMap.Name, carrier, suffix)
 	}
-	if o.DryRun == DryRunClient {
+	if o.DryRun == util.DryRunClient {
 		report()
 		return nil
 	}
@@ -273,7 +261,7 @@ func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.Nod
 		return fmt.Errorf("assign node %q: %w", node.Name, err)
 	}
 	opts := metav1.PatchOptions{FieldManager: source.FieldManager}
-	if o.DryRun == DryRunServer {
+	if o.DryRun == util.DryRunServer {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	got, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts)

@@ -20,7 +20,7 @@ func options(edit func(o *Options)) *Options {
 		Namespace: "kube-system",
 		Key:       "kubelet",
 		Carrier:   "auto",
-		DryRun:    DryRunNone,
+		DryRun:    util.DryRunNone,
 		Timeout:   DefaultTimeout,
 	}
 	if edit != nil {
@@ -39,7 +39,7 @@ func TestValidate(t *testing.T) {
 		"valid all, native": {opts: options(func(o *Options) { o.Nodes = util.NodeSelection{All: true}; o.Carrier = "native" })},
 		"valid wait":        {opts: options(func(o *Options) { o.Wait = true; o.Timeout = 0 })},
 		"valid server dry run": {
-			opts: options(func(o *Options) { o.DryRun = DryRunServer }),
+			opts: options(func(o *Options) { o.DryRun = util.DryRunServer }),
 		},
 		"no nodes": {
 			opts: options(func(o *Options) { o.Nodes = util.NodeSelection{} }),
@@ -70,7 +70,7 @@ func TestValidate(t *testing.T) {
 			want: `invalid --dry-run "yes": must be "none", "client", or "server"`,
 		},
 		"wait with dry run": {
-			opts: options(func(o *Options) { o.Wait = true; o.DryRun = DryRunClient }),
+			opts: options(func(o *Options) { o.Wait = true; o.DryRun = util.DryRunClient }),
 			want: "--wait cannot be used with --dry-run: nothing would change to wait for",
 		},
 		"negative timeout": {

@@ -1,18 +1,12 @@
 package diff
 
 import (
-	"context"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
-	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // completion completes A and B: node/, assigned/ and configmap/ followed by
@@ -36,9 +30,9 @@ func completion(f genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 		var names []string
 		switch prefixes[prefix] {
 		case Node, Assigned:
-			names = snapshot.ListNodeNames(f)
+			names = util.NodeNames(f)
 		case ConfigMap:
-			names = listConfigNames(f, cmd)
+			names = util.ConfigNames(f, cmd)
 		default:
 			return nil, cobra.ShellCompDirectiveDefault
 		}
@@ -50,29 +44,4 @@ func completion(f genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
-}
-
-// listConfigNames lists the ConfigMaps that dkc pushed to the config
-// namespace, or nothing when the cluster cannot be reached.
-func listConfigNames(f genericclioptions.RESTClientGetter, cmd *cobra.Command) []string {
-	ns, err := util.ConfigNamespace(f, cmd)
-	if err != nil {
-		return nil
-	}
-	client, err := util.Client(f)
-	if err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list, err := client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: source.ConfigLabel + "=true"})
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(list.Items))
-	for _, cm := range list.Items {
-		names = append(names, cm.Name)
-	}
-	slices.Sort(names)
-	return names
 }

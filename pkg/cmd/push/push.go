@@ -30,13 +30,6 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// Dry-run modes, as kubectl names them.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
-)
-
 // hashSuffixLen is the length of "-" plus the hash --append-hash appends.
 const hashSuffixLen = 11
 
@@ -67,7 +60,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		Namespace:  source.DefaultNamespace,
 		Key:        source.DefaultKey,
 		AppendHash: true,
-		DryRun:     DryRunNone,
+		DryRun:     util.DryRunNone,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
 		IOStreams:  streams,
 	}
@@ -120,9 +113,8 @@ under a node. Pushing the same content again reports "unchanged".`,
 	cmd.Flags().BoolVar(&o.AppendHash, "append-hash", o.AppendHash, "Append a hash of the ConfigMap to its name, as kubectl create configmap --append-hash does.")
 	cmd.Flags().BoolVar(&o.Immutable, "immutable", false, "Make the ConfigMap immutable. Immutability enters the hash, so the name differs from a mutable push.")
 	cmd.Flags().BoolVar(&o.AllowUnknownFields, "allow-unknown-fields", false, "Push a config with fields this version of dkc does not know, with a warning for each.")
-	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none", "server", or "client". If client strategy, only print the ConfigMap that would be created, without contacting the cluster. If server strategy, submit a server-side request without persisting it.`)
+	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "server", or "client". If client strategy, only print the ConfigMap that would be created, without contacting the cluster. If server strategy, submit a server-side request without persisting it.`)
 	o.PrintFlags.AddFlags(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]cobra.Completion{DryRunNone, DryRunServer, DryRunClient}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -140,7 +132,7 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 		return err
 	}
 	o.Namespace = ns
-	if o.DryRun == DryRunClient {
+	if o.DryRun == util.DryRunClient {
 		return nil
 	}
 	o.client, err = util.Client(f)
@@ -168,10 +160,8 @@ func (o *Options) Validate() error {
 	if errs := validation.IsConfigMapKey(o.Key); len(errs) > 0 {
 		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(errs, ", "))
 	}
-	switch o.DryRun {
-	case DryRunNone, DryRunClient, DryRunServer:
-	default:
-		return fmt.Errorf(`--dry-run must be "none", "server", or "client", got %q`, o.DryRun)
+	if err := util.ValidateDryRun(o.DryRun); err != nil {
+		return err
 	}
 	if _, err := o.PrintFlags.ToPrinter(); err != nil {
 		return fmt.Errorf("invalid --output: %w", err)
@@ -189,10 +179,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.DryRun == DryRunClient {
+	if o.DryRun == util.DryRunClient {
 		return o.print(cm, "created")
 	}
-	out, op, err := Create(ctx, o.client, cm, o.DryRun == DryRunServer)
+	out, op, err := Create(ctx, o.client, cm, o.DryRun == util.DryRunServer)
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
 			return o.conflict(cm.Name, err)
@@ -317,9 +307,9 @@ func (o *Options) conflict(name string, err error) error {
 // a dry run as kubectl marks it.
 func (o *Options) print(obj *corev1.ConfigMap, op string) error {
 	switch o.DryRun {
-	case DryRunClient:
+	case util.DryRunClient:
 		op += " (dry run)"
-	case DryRunServer:
+	case util.DryRunServer:
 		op += " (server dry run)"
 	}
 	o.PrintFlags.NamePrintFlags.Operation = op

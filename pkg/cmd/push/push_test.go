@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -29,7 +30,7 @@ func validOptions() Options {
 		Namespace:  "kube-system",
 		Key:        "kubelet",
 		AppendHash: true,
-		DryRun:     DryRunNone,
+		DryRun:     util.DryRunNone,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
 	}
 }
@@ -42,7 +43,7 @@ func TestValidate(t *testing.T) {
 		"valid": {change: func(*Options) {}},
 		"stdin": {change: func(o *Options) { o.Filename = "-" }},
 		"server dry run as yaml": {change: func(o *Options) {
-			o.DryRun = DryRunServer
+			o.DryRun = util.DryRunServer
 			*o.PrintFlags.OutputFormat = "yaml"
 		}},
 		"no file": {
@@ -70,7 +71,7 @@ func TestValidate(t *testing.T) {
 		},
 		"bad dry run": {
 			change: func(o *Options) { o.DryRun = "true" },
-			want:   `--dry-run must be "none", "server", or "client", got "true"`,
+			want:   `invalid --dry-run "true": must be "none", "client", or "server"`,
 		},
 		"bad output": {
 			change: func(o *Options) { *o.PrintFlags.OutputFormat = "wide" },
@@ -212,13 +213,13 @@ func TestRun(t *testing.T) {
 		},
 		"client dry run by name": {
 			input:   validConfig,
-			change:  func(o *Options) { o.DryRun = DryRunClient },
+			change:  func(o *Options) { o.DryRun = util.DryRunClient },
 			wantOut: "configmap/my-node-config-fktmh22d66 created (dry run)\n",
 		},
 		"client dry run as json": {
 			input: validConfig,
 			change: func(o *Options) {
-				o.DryRun = DryRunClient
+				o.DryRun = util.DryRunClient
 				*o.PrintFlags.OutputFormat = "jsonpath={.kind} {.apiVersion} {.metadata.name}"
 			},
 			wantOut: "ConfigMap v1 my-node-config-fktmh22d66",
@@ -256,7 +257,7 @@ func TestRun(t *testing.T) {
 			if tc.change != nil {
 				tc.change(&o)
 			}
-			if o.DryRun == DryRunClient {
+			if o.DryRun == util.DryRunClient {
 				o.client = nil // a client dry run must not need one
 			}
 			err := o.Run(context.Background())

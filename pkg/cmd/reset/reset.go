@@ -17,17 +17,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
-)
-
-// Dry-run modes, as kubectl names them.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
 )
 
 // DefaultTimeout bounds --wait.
@@ -46,7 +38,7 @@ type Options struct {
 
 // NewResetOptions returns Options with the defaults.
 func NewResetOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{DryRun: DryRunNone, Timeout: DefaultTimeout, IOStreams: streams}
+	return &Options{DryRun: util.DryRunNone, Timeout: DefaultTimeout, IOStreams: streams}
 }
 
 // NewCmdReset returns the reset command.
@@ -76,7 +68,7 @@ With --wait, exit codes are:
 
   # Reset every node labelled pool=canary and wait until they run it
   kubectl dkc reset -l pool=canary --wait --timeout=10m`,
-		ValidArgsFunction: status.CompleteNodeNames(f),
+		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err
@@ -89,11 +81,9 @@ With --wait, exit codes are:
 		},
 	}
 	o.Nodes.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.DryRun, "dry-run", o.DryRun, `Must be "none", "client", or "server". With client, only print what would be reset; with server, send the patches as server-side dry-runs.`)
-	cmd.Flags().Lookup("dry-run").NoOptDefVal = DryRunClient
+	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be reset; with server, send the patches as server-side dry-runs.`)
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs its local config.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
-	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{DryRunNone, DryRunClient, DryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -110,12 +100,10 @@ func (o *Options) Validate() error {
 	if err := o.Nodes.Validate(false); err != nil {
 		return err
 	}
-	switch o.DryRun {
-	case DryRunNone, DryRunClient, DryRunServer:
-	default:
-		return fmt.Errorf(`invalid --dry-run %q: must be "none", "client", or "server"`, o.DryRun)
+	if err := util.ValidateDryRun(o.DryRun); err != nil {
+		return err
 	}
-	if o.Wait && o.DryRun != DryRunNone {
+	if o.Wait && o.DryRun != util.DryRunNone {
 		return errors.New("--wait cannot be used with --dry-run: nothing would change to wait for")
 	}
 	if o.Timeout < 0 {
@@ -165,10 +153,10 @@ func (o *Options) reset(ctx context.Context, node *corev1.Node) error {
 	}
 	suffix := ""
 	switch o.DryRun {
-	case DryRunClient:
+	case util.DryRunClient:
 		fmt.Fprintf(o.Out, "node/%s reset to its local config (dry run)\n", node.Name)
 		return nil
-	case DryRunServer:
+	case util.DryRunServer:
 		suffix = " (server dry run)"
 	}
 	// A nil source clears both carriers, whichever is named.
@@ -177,7 +165,7 @@ func (o *Options) reset(ctx context.Context, node *corev1.Node) error {
 		return fmt.Errorf("reset node %q: %w", node.Name, err)
 	}
 	opts := metav1.PatchOptions{FieldManager: source.FieldManager}
-	if o.DryRun == DryRunServer {
+	if o.DryRun == util.DryRunServer {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	if _, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts); err != nil {

@@ -12,15 +12,15 @@ func TestValidate(t *testing.T) {
 		opts Options
 		want string
 	}{
-		"valid names":    {opts: Options{Nodes: util.NodeSelection{Names: []string{"n1", "n2"}}, DryRun: DryRunNone}},
-		"valid selector": {opts: Options{Nodes: util.NodeSelection{Selector: "pool in (a,b)"}, DryRun: DryRunServer}},
-		"valid wait":     {opts: Options{Nodes: util.NodeSelection{All: true}, DryRun: DryRunNone, Wait: true, Timeout: time.Minute}},
+		"valid names":    {opts: Options{Nodes: util.NodeSelection{Names: []string{"n1", "n2"}}, DryRun: util.DryRunNone}},
+		"valid selector": {opts: Options{Nodes: util.NodeSelection{Selector: "pool in (a,b)"}, DryRun: util.DryRunServer}},
+		"valid wait":     {opts: Options{Nodes: util.NodeSelection{All: true}, DryRun: util.DryRunNone, Wait: true, Timeout: time.Minute}},
 		"no nodes": {
-			opts: Options{DryRun: DryRunNone},
+			opts: Options{DryRun: util.DryRunNone},
 			want: "no nodes given: name them as arguments, or use -l/--selector or --all",
 		},
 		"bad selector": {
-			opts: Options{Nodes: util.NodeSelection{Selector: "a b"}, DryRun: DryRunNone},
+			opts: Options{Nodes: util.NodeSelection{Selector: "a b"}, DryRun: util.DryRunNone},
 			want: `invalid --selector "a b": unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt`,
 		},
 		"bad dry run": {
@@ -28,11 +28,11 @@ func TestValidate(t *testing.T) {
 			want: `invalid --dry-run "true": must be "none", "client", or "server"`,
 		},
 		"wait with dry run": {
-			opts: Options{Nodes: util.NodeSelection{All: true}, DryRun: DryRunServer, Wait: true},
+			opts: Options{Nodes: util.NodeSelection{All: true}, DryRun: util.DryRunServer, Wait: true},
 			want: "--wait cannot be used with --dry-run: nothing would change to wait for",
 		},
 		"negative timeout": {
-			opts: Options{Nodes: util.NodeSelection{All: true}, DryRun: DryRunNone, Timeout: -time.Minute},
+			opts: Options{Nodes: util.NodeSelection{All: true}, DryRun: util.DryRunNone, Timeout: -time.Minute},
 			want: "invalid --timeout -1m0s: must not be negative (0 means forever)",
 		},
 	}

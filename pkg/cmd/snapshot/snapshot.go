@@ -97,7 +97,7 @@ still written, and the command exits 1 after naming every failed node.`,
 
   # Leave out fields before editing
   kubectl dkc snapshot node-1 --jq 'del(.staticPodPath)'`,
-		ValidArgsFunction: NodeNameCompletion(f),
+		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err

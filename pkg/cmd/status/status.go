@@ -98,7 +98,7 @@ Exit codes with --wait-for:
 
   # Print the old .status.config of node-1
   kubectl dkc status node-1 -o jsonpath='{.items[0].status}'`,
-		ValidArgsFunction: CompleteNodeNames(f),
+		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err
