@@ -5,6 +5,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-dkc/dkc/pkg/cmd/agent"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
@@ -21,4 +22,5 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(snapshot.NewCmdSnapshot(f, streams))
 	root.AddCommand(push.NewCmdPush(f, streams))
 	root.AddCommand(diff.NewCmdDiff(f, streams))
+	root.AddCommand(agent.NewCmdAgent(f, streams))
 }

@@ -1,0 +1,254 @@
+// Package agent is the node half of dkc: the loop that the kubelet itself ran
+// for Dynamic Kubelet Configuration until 1.24. It watches its own Node and
+// the one ConfigMap assigned to it, checkpoints the ConfigMap, checks the
+// config before anything touches the kubelet, writes the kubelet's config,
+// restarts the kubelet, gates on its health, falls back to the last-known-good
+// config, promotes a config to last-known-good after a trial, and reports
+// status, a Node condition and Events.
+//
+// Every effect sits behind an interface (kubelet.Writer, kubelet.Restarter,
+// kubelet.Prober, the checkpoint store, the clock), so the loop is tested
+// with fakes; what needs an apiserver and a kubelet is proven in test/e2e.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// Defaults of the Agent's durations.
+const (
+	DefaultHealthTimeout = 2 * time.Minute
+	// DefaultTrialDuration is upstream's 10-minute last-known-good trial.
+	DefaultTrialDuration = 10 * time.Minute
+)
+
+// Agent runs the DKC loop for one node.
+type Agent struct {
+	Client   kubernetes.Interface
+	NodeName string
+	// Store is the checkpoint store under --dynamic-config-dir.
+	Store     *checkpoint.Store
+	Writer    kubelet.Writer
+	Restarter kubelet.Restarter
+	Prober    kubelet.Prober
+	// Previewer computes the effective config a payload gives before it is
+	// written; nil means the payload is the whole config (replace mode
+	// without drop-ins).
+	Previewer Previewer
+	Clock     clock.WithTicker
+	// Recorder records Events on the Node; nil records none.
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+	// KubeletRootDir holds the CPU and memory manager state files.
+	KubeletRootDir string
+	// HealthTimeout bounds the health gate after each restart.
+	HealthTimeout time.Duration
+	// TrialDuration is how long an applied config must run before it
+	// becomes last-known-good.
+	TrialDuration time.Duration
+
+	// refused is the last config that failed its checks, not checked again
+	// until the assignment or the ConfigMap changes.
+	refused *refusal
+	// verify, when set, makes the first sync gate a config in trial on the
+	// kubelet's health, with Ready updated since *verify.
+	verify *time.Time
+
+	cms configMapWatch
+}
+
+func (a *Agent) previewer() Previewer {
+	if a.Previewer == nil {
+		return identityPreviewer{w: a.Writer}
+	}
+	return a.Previewer
+}
+
+func (a *Agent) setDefaults() {
+	if a.Clock == nil {
+		a.Clock = clock.RealClock{}
+	}
+	if a.Metrics == nil {
+		a.Metrics = NewMetrics()
+	}
+	if a.HealthTimeout == 0 {
+		a.HealthTimeout = DefaultHealthTimeout
+	}
+}
+
+// nodeKey is the work queue's only key: there is one node to sync.
+const nodeKey = "node"
+
+// Run puts the kubelet on the config the checkpoint store names (without
+// the apiserver), then watches the Node and its ConfigMap and syncs on each
+// change until ctx ends. It returns nil when ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	a.setDefaults()
+	logger := klog.FromContext(ctx).WithValues("node", a.NodeName)
+	ctx = klog.NewContext(ctx, logger)
+
+	if err := a.startup(ctx); err != nil {
+		return fmt.Errorf("startup: %w", err)
+	}
+
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-agent", Clock: a.Clock},
+	)
+	enqueue := func(any) { queue.Add(nodeKey) }
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, _ any) { queue.Add(nodeKey) },
+		DeleteFunc: enqueue,
+	}
+
+	// Only this Node: a field selector, never a list of every node.
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(a.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.NodeName).String()
+		}))
+	nodes := nodeFactory.Core().V1().Nodes()
+	if _, err := nodes.Informer().AddEventHandler(handler); err != nil {
+		return fmt.Errorf("watch node: %w", err)
+	}
+	a.cms = configMapWatch{client: a.Client, handler: handler}
+	nodeFactory.Start(ctx.Done())
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for a.processNext(ctx, queue, nodes.Lister()) {
+		}
+	}()
+	logger.Info("Agent started; watching the node and its assigned ConfigMap")
+	<-ctx.Done()
+	queue.ShutDown()
+	wg.Wait()
+	a.cms.stop()
+	nodeFactory.Shutdown()
+	logger.Info("Agent stopped")
+	return nil
+}
+
+func (a *Agent) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], nodes corelisters.NodeLister) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+	requeue, err := a.syncNode(ctx, nodes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		a.Metrics.SyncErrors.Inc()
+		klog.FromContext(ctx).Error(err, "Sync failed; retrying")
+		queue.AddRateLimited(key)
+		return true
+	}
+	queue.Forget(key)
+	if requeue > 0 {
+		queue.AddAfter(key, requeue)
+	}
+	return true
+}
+
+// syncNode syncs the Node as the informer sees it.
+func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (time.Duration, error) {
+	node, err := nodes.Get(a.NodeName)
+	if apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Info("Node not found; waiting for it")
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if src, _, err := source.Assigned(node); err == nil && src == nil {
+		a.cms.stop()
+	}
+	return a.sync(ctx, node, a.cms.get)
+}
+
+// configMapWatch is an informer on the one ConfigMap assigned to the node,
+// replaced when the assignment names another one.
+type configMapWatch struct {
+	client  kubernetes.Interface
+	handler cache.ResourceEventHandler
+
+	mu        sync.Mutex
+	namespace string
+	name      string
+	factory   informers.SharedInformerFactory
+	informer  cache.SharedIndexInformer
+	lister    corelisters.ConfigMapLister
+	cancel    context.CancelFunc
+}
+
+// get returns the ConfigMap ns/name from its informer, starting the
+// informer (and stopping the previous one) when ns/name is new.
+func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.factory == nil || w.namespace != ns || w.name != name {
+		w.stopLocked()
+		ctx, cancel := context.WithCancel(context.Background())
+		w.factory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			}))
+		cms := w.factory.Core().V1().ConfigMaps()
+		w.informer, w.lister = cms.Informer(), cms.Lister()
+		if _, err := w.informer.AddEventHandler(w.handler); err != nil {
+			cancel()
+			return nil, err
+		}
+		w.namespace, w.name, w.cancel = ns, name, cancel
+		w.factory.Start(ctx.Done())
+	}
+	if !w.informer.HasSynced() {
+		return nil, errNotSynced
+	}
+	cm, err := w.lister.ConfigMaps(ns).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return cm, nil
+}
+
+func (w *configMapWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopLocked()
+}
+
+func (w *configMapWatch) stopLocked() {
+	if w.factory == nil {
+		return
+	}
+	w.cancel()
+	w.factory.Shutdown()
+	w.factory, w.informer, w.lister, w.cancel = nil, nil, nil, nil
+	w.namespace, w.name = "", ""
+}

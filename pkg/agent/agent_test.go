@@ -1,0 +1,524 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+const (
+	nodeName = "n1"
+	header   = `"kind":"KubeletConfiguration","apiVersion":"kubelet.config.k8s.io/v1beta1"`
+	local    = `{` + header + `,"maxPods":110}`
+	cfgA     = `{` + header + `,"maxPods":42}`
+	cfgB     = `{` + header + `,"maxPods":43}`
+	trial    = 10 * time.Minute
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// env is an Agent on fakes: a fake clientset holding the Node and its
+// ConfigMaps, a real checkpoint store in a temp dir, a FakeClock.
+type env struct {
+	a        *Agent
+	client   *fake.Clientset
+	writer   *kfake.FakeWriter
+	restart  *kfake.FakeRestarter
+	prober   *kfake.FakeProber
+	clk      *testingclock.FakeClock
+	recorder *record.FakeRecorder
+	store    *checkpoint.Store
+	dir      string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	clk := testingclock.NewFakeClock(t0)
+	store, err := checkpoint.Open(dir, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		client:   fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"}}),
+		writer:   &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(local), Current: []byte(local)},
+		restart:  &kfake.FakeRestarter{},
+		prober:   &kfake.FakeProber{},
+		clk:      clk,
+		recorder: record.NewFakeRecorder(100),
+		store:    store,
+		dir:      dir,
+	}
+	e.a = e.newAgent()
+	return e
+}
+
+// newAgent is a new agent process on the same node, store and kubelet.
+func (e *env) newAgent() *Agent {
+	a := &Agent{
+		Client:         e.client,
+		NodeName:       nodeName,
+		Store:          e.store,
+		Writer:         e.writer,
+		Restarter:      e.restart,
+		Prober:         e.prober,
+		Clock:          e.clk,
+		Recorder:       e.recorder,
+		KubeletRootDir: e.dir,
+		HealthTimeout:  time.Minute,
+		TrialDuration:  trial,
+	}
+	a.setDefaults()
+	return a
+}
+
+// configMap creates or updates the ConfigMap cm with the kubelet key.
+func (e *env) configMap(t *testing.T, name, payload string, annotations map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cms := e.client.CoreV1().ConfigMaps("kube-system")
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID("uid-" + name)}}
+		cm.ResourceVersion = "1"
+		cm.Data = map[string]string{"kubelet": payload}
+		cm.Annotations = annotations
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	cm.Data = map[string]string{"kubelet": payload}
+	cm.Annotations = annotations
+	cm.ResourceVersion = cm.ResourceVersion + "1"
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assign points the node's annotation at ConfigMap name ("" removes it).
+func (e *env) assign(t *testing.T, name string) {
+	t.Helper()
+	var src *corev1.NodeConfigSource
+	if name != "" {
+		src = &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet"}}
+	}
+	patch, err := source.AssignPatch(source.Annotation, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CoreV1().Nodes().Patch(context.Background(), nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) node(t *testing.T) *corev1.Node {
+	t.Helper()
+	n, err := e.client.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) getConfigMap(ns, name string) (*corev1.ConfigMap, error) {
+	return e.client.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+func (e *env) sync(t *testing.T) time.Duration {
+	t.Helper()
+	requeue, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap)
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	return requeue
+}
+
+// status is the node's reported status.
+func (e *env) status(t *testing.T) *corev1.NodeConfigStatus {
+	t.Helper()
+	st, _, err := source.Status(e.node(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// condition is the node's condition as "Status Reason".
+func (e *env) condition(t *testing.T) string {
+	t.Helper()
+	c := findCondition(e.node(t).Status.Conditions)
+	if c == nil {
+		return ""
+	}
+	return string(c.Status) + " " + c.Reason
+}
+
+// events drains the recorded events, each as "Type Reason".
+func (e *env) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			f := strings.SplitN(ev, " ", 3)
+			out = append(out, f[0]+" "+f[1])
+		default:
+			return out
+		}
+	}
+}
+
+func ref(name, rv string) *corev1.NodeConfigSource {
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet", UID: types.UID("uid-" + name), ResourceVersion: rv,
+	}}
+}
+
+func (e *env) stored(t *testing.T) stored {
+	t.Helper()
+	st, err := e.a.stored()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func diff(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+}
+
+func TestApply(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+
+	requeue := e.sync(t)
+
+	diff(t, "requeue", trial, requeue)
+	diff(t, "kubelet config", cfgA, string(e.writer.Current))
+	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
+	diff(t, "probes", 1, len(e.prober.Expectations))
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Active: ref("a", "1")}, e.status(t))
+	diff(t, "condition", "True Trial", e.condition(t))
+	diff(t, "events", []string{"Normal Applied"}, e.events())
+
+	// A second sync (the agent's own status patch) changes nothing.
+	diff(t, "requeue", trial, e.sync(t))
+	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
+	diff(t, "events", []string(nil), e.events())
+}
+
+func TestRefusedBeforeKubelet(t *testing.T) {
+	tests := map[string]struct {
+		payload     string
+		annotations map[string]string
+		wantError   string
+	}{
+		"missing kind": {
+			payload:   `{"apiVersion":"kubelet.config.k8s.io/v1beta1","maxPods":42}`,
+			wantError: `failed to load config, see Kubelet log for details: missing "kind": add kind: KubeletConfiguration`,
+		},
+		"unknown field": {
+			payload:   `{` + header + `,"maxPod":42}`,
+			wantError: `failed to load config, see Kubelet log for details: unknown field "maxPod"`,
+		},
+		"invalid value": {
+			payload:   `{` + header + `,"maxPods":-1}`,
+			wantError: `failed to validate config, see Kubelet log for details: maxPods: must be >= 0, got -1`,
+		},
+		"unsafe change without opt-in": {
+			payload:   `{` + header + `,"maxPods":110,"cpuManagerPolicy":"static"}`,
+			wantError: `failed to validate config, see Kubelet log for details: refused unsafe change: cpuManagerPolicy "" -> "static" (resource-managers); to allow it, annotate ConfigMap kube-system/a with kubectl-dkc.io/allow-unsafe=resource-managers`,
+		},
+		"security weakening without opt-in": {
+			payload:     `{` + header + `,"maxPods":110,"readOnlyPort":10255}`,
+			annotations: map[string]string{source.AllowUnsafeAnnotation: "resource-managers"},
+			wantError:   `failed to validate config, see Kubelet log for details: refused unsafe change: readOnlyPort "0" -> "10255" (security); to allow it, annotate ConfigMap kube-system/a with kubectl-dkc.io/allow-unsafe=security`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.configMap(t, "a", tc.payload, tc.annotations)
+			e.assign(t, "a")
+
+			e.sync(t)
+
+			diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Error: tc.wantError}, e.status(t))
+			diff(t, "kubelet config", local, string(e.writer.Current))
+			diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+			diff(t, "condition", "False Refused", e.condition(t))
+			diff(t, "events", []string{"Warning Refused"}, e.events())
+			diff(t, "meta/assigned", (*corev1.NodeConfigSource)(nil), e.stored(t).assigned)
+
+			// Not checked or reported again until it changes.
+			e.sync(t)
+			diff(t, "events", []string(nil), e.events())
+		})
+	}
+}
+
+func TestDownloadError(t *testing.T) {
+	e := newEnv(t)
+	e.assign(t, "missing")
+
+	e.sync(t)
+
+	diff(t, "status", &corev1.NodeConfigStatus{Error: "failed to sync: failed to download config, see Kubelet log for details: configmap kube-system/missing not found"}, e.status(t))
+	diff(t, "condition", "False Failed", e.condition(t))
+	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+}
+
+func TestUnsafeChangeWithOptIn(t *testing.T) {
+	e := newEnv(t)
+	state := filepath.Join(e.dir, cpuManagerStateFile)
+	memState := filepath.Join(e.dir, memoryManagerStateFile)
+	for _, f := range []string{state, memState} {
+		if err := os.WriteFile(f, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stateGone := false
+	e.restart.OnCall = func(method string) {
+		if method == "Start" {
+			_, err := os.Stat(state)
+			stateGone = errors.Is(err, os.ErrNotExist)
+		}
+	}
+	payload := `{` + header + `,"maxPods":110,"cpuManagerPolicy":"static"}`
+	e.configMap(t, "a", payload, map[string]string{source.AllowUnsafeAnnotation: "resource-managers"})
+	e.assign(t, "a")
+
+	e.sync(t)
+
+	diff(t, "restarter calls", []string{"Stop", "Start"}, e.restart.CallsSnapshot())
+	diff(t, "cpu_manager_state removed while stopped", true, stateGone)
+	if _, err := os.Stat(memState); err != nil {
+		t.Errorf("memory_manager_state removed without a memory manager policy change: %v", err)
+	}
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Active: ref("a", "1")}, e.status(t))
+}
+
+func TestRollbackToLastKnownGood(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	e.clk.Step(trial)
+	e.sync(t)
+	diff(t, "last-known-good", ref("a", "1"), e.stored(t).lastKnownGood)
+	e.events()
+
+	e.prober.Results = []error{errors.New("healthz: connection refused")}
+	e.configMap(t, "b", cfgB, nil)
+	e.assign(t, "b")
+	e.sync(t)
+
+	wantErr := `failed to validate config, see Kubelet log for details: kubelet failed the health gate on ConfigMap kube-system/b key "kubelet" (resourceVersion 1), rolled back to ConfigMap kube-system/a key "kubelet" (resourceVersion 1): health check: healthz: connection refused`
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("b", "1"), Active: ref("a", "1"), LastKnownGood: ref("a", "1"), Error: wantErr}, e.status(t))
+	diff(t, "kubelet config", cfgA, string(e.writer.Current))
+	diff(t, "restarter calls", []string{"Restart", "Restart", "Restart"}, e.restart.CallsSnapshot())
+	diff(t, "condition", "False RolledBack", e.condition(t))
+	diff(t, "events", []string{"Warning RolledBack"}, e.events())
+	diff(t, "meta/last-error", wantErr, e.stored(t).lastError)
+
+	// The failure is recorded: no retry, same report.
+	e.sync(t)
+	diff(t, "restarter calls", 3, len(e.restart.CallsSnapshot()))
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("b", "1"), Active: ref("a", "1"), LastKnownGood: ref("a", "1"), Error: wantErr}, e.status(t))
+
+	// A fixed ConfigMap is applied.
+	e.configMap(t, "b", `{`+header+`,"maxPods":44}`, nil)
+	e.sync(t)
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("b", "11"), Active: ref("b", "11"), LastKnownGood: ref("a", "1")}, e.status(t))
+	diff(t, "meta/last-error", "", e.stored(t).lastError)
+}
+
+func TestTrialPromotion(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	diff(t, "requeue", trial, e.sync(t))
+
+	e.clk.Step(trial - time.Second)
+	diff(t, "requeue before the trial ends", time.Second, e.sync(t))
+	diff(t, "last-known-good", (*corev1.NodeConfigSource)(nil), e.stored(t).lastKnownGood)
+
+	e.clk.Step(time.Second)
+	diff(t, "requeue after promotion", time.Duration(0), e.sync(t))
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Active: ref("a", "1"), LastKnownGood: ref("a", "1")}, e.status(t))
+	diff(t, "condition", "True Applied", e.condition(t))
+}
+
+// The trial clock is meta/assigned-at: a restarted agent does not start the
+// trial over (kubernetes#57808).
+func TestTrialSurvivesAgentRestart(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	e.clk.Step(6 * time.Minute)
+
+	e.a = e.newAgent()
+	if err := e.a.startup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "requeue after restart", 4*time.Minute, e.sync(t))
+	diff(t, "probes (one verification after the restart)", 2, len(e.prober.Expectations))
+	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
+
+	e.clk.Step(4 * time.Minute)
+	e.sync(t)
+	diff(t, "last-known-good", ref("a", "1"), e.stored(t).lastKnownGood)
+}
+
+// Without the apiserver, startup makes the kubelet's config the one the
+// store names, restarting the kubelet only when it rewrote the config.
+func TestStartupWithoutAPI(t *testing.T) {
+	tests := map[string]struct {
+		// setup leaves the store and the kubelet's config as a crash would.
+		setup        func(t *testing.T, e *env)
+		wantConfig   string
+		wantRestarts []string
+	}{
+		"assigned recorded, config not written yet": {
+			setup: func(t *testing.T, e *env) {
+				save(t, e, "a", cfgA)
+				must(t, e.store.SetAssigned(ref("a", "1")))
+			},
+			wantConfig:   cfgA,
+			wantRestarts: []string{"Restart"},
+		},
+		"assigned recorded as failed: last-known-good": {
+			setup: func(t *testing.T, e *env) {
+				save(t, e, "a", cfgA)
+				save(t, e, "b", cfgB)
+				must(t, e.store.SetLastKnownGood(ref("a", "1")))
+				must(t, e.store.SetAssigned(ref("b", "1")))
+				must(t, e.store.SetLastError("failed to validate config, see Kubelet log for details: x"))
+				e.writer.Current = []byte(cfgB)
+			},
+			wantConfig:   cfgA,
+			wantRestarts: []string{"Restart"},
+		},
+		"assigned recorded as failed, local last-known-good": {
+			setup: func(t *testing.T, e *env) {
+				save(t, e, "b", cfgB)
+				must(t, e.store.SetAssigned(ref("b", "1")))
+				must(t, e.store.SetLastError("failed to validate config, see Kubelet log for details: x"))
+				e.writer.Current = []byte(cfgB)
+			},
+			wantConfig:   local,
+			wantRestarts: []string{"Restart"},
+		},
+		"consistent: no restart": {
+			setup: func(t *testing.T, e *env) {
+				save(t, e, "a", cfgA)
+				must(t, e.store.SetAssigned(ref("a", "1")))
+				e.writer.Current = []byte(cfgA)
+			},
+			wantConfig: cfgA,
+		},
+		"reset recorded, config not restored yet": {
+			setup: func(t *testing.T, e *env) {
+				save(t, e, "a", cfgA)
+				must(t, e.store.SetLastKnownGood(ref("a", "1")))
+				e.writer.Current = []byte(cfgA)
+			},
+			wantConfig:   local,
+			wantRestarts: []string{"Restart"},
+		},
+		"never assigned: the operator's config is left alone": {
+			setup: func(t *testing.T, e *env) {
+				e.writer.Current = []byte(cfgB)
+			},
+			wantConfig: cfgB,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			tc.setup(t, e)
+			// No apiserver: every request fails.
+			e.client.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, errors.New("connection refused")
+			})
+
+			if err := e.a.startup(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			diff(t, "kubelet config", tc.wantConfig, string(e.writer.Current))
+			diff(t, "restarter calls", tc.wantRestarts, e.restart.CallsSnapshot())
+		})
+	}
+}
+
+func TestReset(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	e.clk.Step(trial)
+	e.sync(t)
+	e.events()
+
+	e.assign(t, "")
+	e.sync(t)
+
+	diff(t, "kubelet config", local, string(e.writer.Current))
+	diff(t, "restarter calls", []string{"Restart", "Restart"}, e.restart.CallsSnapshot())
+	diff(t, "status", (*corev1.NodeConfigStatus)(nil), e.status(t))
+	if _, ok := e.node(t).Annotations[source.StatusAnnotation]; ok {
+		t.Errorf("status annotation still set")
+	}
+	diff(t, "condition", "True Reset", e.condition(t))
+	diff(t, "events", []string{"Normal Reset"}, e.events())
+	st := e.stored(t)
+	if st.assigned != nil || st.lastKnownGood != nil {
+		t.Errorf("store after reset: assigned %v, last-known-good %v; want both local", st.assigned, st.lastKnownGood)
+	}
+	if ok, err := e.store.Exists(ref("a", "1")); err != nil || ok {
+		t.Errorf("checkpoint of a after reset: exists %v (%v), want garbage-collected", ok, err)
+	}
+
+	// Nothing more to do.
+	e.sync(t)
+	diff(t, "restarter calls", 2, len(e.restart.CallsSnapshot()))
+	diff(t, "events", []string(nil), e.events())
+}
+
+func save(t *testing.T, e *env, name, payload string) {
+	t.Helper()
+	must(t, e.store.Save(types.UID("uid-"+name), "1", map[string][]byte{"kubelet": []byte(payload)}))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

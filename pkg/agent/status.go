@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// Reasons of the source.ConditionType condition, which shows the agent's
+// state in `kubectl describe node`. Applied, RolledBack, Refused and Reset
+// are also the reasons of the Events the agent records on the Node.
+const (
+	// ReasonApplied (True): the kubelet runs the assigned config, and it is
+	// the last-known-good config.
+	ReasonApplied = "Applied"
+	// ReasonTrial (True): the kubelet runs the assigned config and passed
+	// the health gate; it becomes last-known-good when --trial-duration
+	// passes.
+	ReasonTrial = "Trial"
+	// ReasonRolledBack (False): the kubelet failed the health gate on the
+	// assigned config and runs the last-known-good config again.
+	ReasonRolledBack = "RolledBack"
+	// ReasonRefused (False): the assigned config failed to load or
+	// validate, or makes an unsafe change without the opt-in annotation;
+	// the kubelet was not touched.
+	ReasonRefused = "Refused"
+	// ReasonFailed (False): the agent could not download the assigned
+	// config or act on it (an API, disk or restart failure); it retries.
+	ReasonFailed = "Failed"
+	// ReasonReset (True): the assignment was removed and the kubelet runs
+	// the node's local config.
+	ReasonReset = "Reset"
+)
+
+// report is what a sync publishes on the Node.
+type report struct {
+	// carrier holds the status; ignored when status is nil.
+	carrier source.Carrier
+	// status is the NodeConfigStatus; nil clears it from both carriers
+	// unless keepStatus is set.
+	status     *corev1.NodeConfigStatus
+	keepStatus bool
+	// reason and message set the condition; an empty reason leaves it.
+	reason, message string
+	// event, when set, is the reason of an Event recorded on the Node,
+	// with eventMessage (default: message).
+	event, eventMessage string
+}
+
+// conditionStatus is True for the reasons where the kubelet runs the
+// config it was asked to run.
+func conditionStatus(reason string) corev1.ConditionStatus {
+	switch reason {
+	case ReasonApplied, ReasonTrial, ReasonReset:
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
+
+// publish writes r to the Node: the status through its carrier and the
+// condition through nodes/status, each only when it differs from what node
+// shows, so that the agent's own writes do not make it loop; then the Event.
+func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error {
+	logger := klog.FromContext(ctx)
+	began := a.Clock.Now()
+	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhaseReport).Observe(a.Clock.Since(began).Seconds()) }()
+
+	cur, curCarrier, err := source.Status(node)
+	if err != nil {
+		logger.Info("Replacing an unreadable config status", "err", err)
+		cur = nil
+	}
+	statusChanged := !r.keepStatus && !apiequality.Semantic.DeepEqual(cur, r.status) || (r.status != nil && curCarrier != r.carrier)
+	if statusChanged {
+		c := r.carrier
+		if r.status == nil {
+			c = source.Annotation // a nil status clears both carriers
+		}
+		patch, err := source.StatusPatch(c, r.status)
+		if err != nil {
+			return fmt.Errorf("status patch: %w", err)
+		}
+		if _, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
+			metav1.PatchOptions{FieldManager: source.FieldManager}, "status"); err != nil {
+			return fmt.Errorf("patch node %q status: %w", node.Name, err)
+		}
+		logger.V(2).Info("Reported config status", "status", r.status)
+	}
+
+	if r.reason != "" {
+		want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(r.reason), Reason: r.reason, Message: r.message}
+		if old := findCondition(node.Status.Conditions); old == nil || old.Status != want.Status || old.Reason != want.Reason || old.Message != want.Message {
+			now := metav1.NewTime(a.Clock.Now().Truncate(time.Second))
+			for _, c := range source.SetCondition(node.Status.Conditions, want, now) {
+				if c.Type == source.ConditionType {
+					want = c
+				}
+			}
+			patch, err := source.ConditionPatch(want)
+			if err != nil {
+				return fmt.Errorf("condition patch: %w", err)
+			}
+			if _, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
+				metav1.PatchOptions{FieldManager: source.FieldManager}, "status"); err != nil {
+				return fmt.Errorf("patch node %q condition: %w", node.Name, err)
+			}
+		}
+	}
+
+	if r.event != "" && a.Recorder != nil {
+		eventType := corev1.EventTypeNormal
+		if conditionStatus(r.event) == corev1.ConditionFalse {
+			eventType = corev1.EventTypeWarning
+		}
+		msg := r.eventMessage
+		if msg == "" {
+			msg = r.message
+		}
+		ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
+		a.Recorder.Event(ref, eventType, r.event, msg)
+	}
+	return nil
+}
+
+func findCondition(conds []corev1.NodeCondition) *corev1.NodeCondition {
+	for i := range conds {
+		if conds[i].Type == source.ConditionType {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// statusCarrier is where the status of an assignment held by c goes: the
+// native status.config next to a native spec.configSource, else the
+// annotation.
+func statusCarrier(c source.Carrier) source.Carrier {
+	if c == source.Native {
+		return source.Native
+	}
+	return source.Annotation
+}
+
+// describe names a config source in messages.
+func describe(src *corev1.NodeConfigSource) string {
+	if src == nil || src.ConfigMap == nil {
+		return "the local config"
+	}
+	cm := src.ConfigMap
+	s := fmt.Sprintf("ConfigMap %s/%s key %q", cm.Namespace, cm.Name, cm.KubeletConfigKey)
+	if cm.ResourceVersion != "" {
+		s += fmt.Sprintf(" (resourceVersion %s)", cm.ResourceVersion)
+	}
+	return s
+}

@@ -1,0 +1,318 @@
+// Package agent implements `kubectl dkc agent`, the node agent.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	dkcagent "github.com/kubectl-dkc/dkc/pkg/agent"
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/version"
+)
+
+// Restart methods, the values of --restart.
+const (
+	RestartSystemd = "systemd"
+	RestartExec    = "exec"
+)
+
+// Options holds the flags of `kubectl dkc agent`.
+type Options struct {
+	NodeName           string
+	DynamicConfigDir   string
+	KubeletConfig      string
+	KubeletConfigDir   string
+	KubeletRootDir     string
+	ApplyMode          string
+	Restart            string
+	RestartCommand     string
+	StopCommand        string
+	StartCommand       string
+	SystemdUnit        string
+	RestartTimeout     time.Duration
+	KubeletHealthz     string
+	HealthTimeout      time.Duration
+	TrialDuration      time.Duration
+	MetricsBindAddress string
+	HealthBindAddress  string
+
+	client kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewAgentOptions returns the defaults: --node-name from $NODE_NAME, replace
+// mode, systemd restarts, upstream's 10-minute trial.
+func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
+	return &Options{
+		NodeName:           os.Getenv("NODE_NAME"),
+		KubeletRootDir:     "/var/lib/kubelet",
+		ApplyMode:          string(kubelet.Replace),
+		Restart:            RestartSystemd,
+		SystemdUnit:        "kubelet.service",
+		RestartTimeout:     2 * time.Minute,
+		HealthTimeout:      dkcagent.DefaultHealthTimeout,
+		TrialDuration:      dkcagent.DefaultTrialDuration,
+		MetricsBindAddress: "127.0.0.1:10390",
+		HealthBindAddress:  "127.0.0.1:10391",
+		IOStreams:          streams,
+	}
+}
+
+// NewCmdAgent returns the agent command.
+func NewCmdAgent(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewAgentOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "agent --dynamic-config-dir DIR --kubelet-config PATH",
+		Short: "Run the node agent that applies assigned kubelet configs",
+		Long: `Run the node agent: the half of Dynamic Kubelet Configuration that lived in
+the kubelet. It watches its own Node and the ConfigMap assigned to it,
+checkpoints the config under --dynamic-config-dir, checks it, writes the
+kubelet's config, restarts the kubelet, gates on its health, rolls back to the
+last-known-good config on failure, and reports status on the Node.
+
+Run one agent per node, as a DaemonSet or a systemd unit, with the identity in
+deploy/rbac.yaml. It needs no apiserver to keep the kubelet on the right
+config: at start it puts the checkpointed config in place.`,
+		Example: `  # On a systemd host: replace /var/lib/kubelet/config.yaml, restart kubelet.service
+  kubectl dkc agent --node-name "$(hostname)" \
+    --dynamic-config-dir /var/lib/kubectl-dkc \
+    --kubelet-config /var/lib/kubelet/config.yaml
+
+  # Apply configs as a drop-in, restart with a command, shorter trial
+  kubectl dkc agent --dynamic-config-dir /var/lib/kubectl-dkc \
+    --kubelet-config /var/lib/kubelet/config.yaml \
+    --kubelet-config-dir /etc/kubernetes/kubelet.conf.d --apply-mode=dropin \
+    --restart=exec --restart-command 'systemctl restart kubelet' --trial-duration 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node (default $NODE_NAME).")
+	fl.StringVar(&o.DynamicConfigDir, "dynamic-config-dir", o.DynamicConfigDir, "Directory of the checkpoint store (DIR/store, in upstream's layout).")
+	fl.StringVar(&o.KubeletConfig, "kubelet-config", o.KubeletConfig, "The kubelet's --config file.")
+	fl.StringVar(&o.KubeletConfigDir, "kubelet-config-dir", o.KubeletConfigDir, "The kubelet's --config-dir for drop-ins; required with --apply-mode=dropin.")
+	fl.StringVar(&o.KubeletRootDir, "kubelet-root-dir", o.KubeletRootDir, "The kubelet's --root-dir, which holds cpu_manager_state and memory_manager_state.")
+	fl.StringVar(&o.ApplyMode, "apply-mode", o.ApplyMode, "How a config reaches the kubelet: replace (the whole --config file) or dropin (a *.conf file in --kubelet-config-dir).")
+	fl.StringVar(&o.Restart, "restart", o.Restart, "How to restart the kubelet: systemd (over D-Bus) or exec (--restart-command).")
+	fl.StringVar(&o.RestartCommand, "restart-command", o.RestartCommand, "Shell command that restarts the kubelet and returns once it runs again; required with --restart=exec.")
+	fl.StringVar(&o.StopCommand, "stop-command", o.StopCommand, "Shell command that stops the kubelet, for a CPU or memory manager policy change (--restart=exec).")
+	fl.StringVar(&o.StartCommand, "start-command", o.StartCommand, "Shell command that starts the kubelet, for a CPU or memory manager policy change (--restart=exec).")
+	fl.StringVar(&o.SystemdUnit, "systemd-unit", o.SystemdUnit, "The kubelet's systemd unit (--restart=systemd).")
+	fl.DurationVar(&o.RestartTimeout, "restart-timeout", o.RestartTimeout, "Limit of each restart, stop or start; a timeout is a failure.")
+	fl.StringVar(&o.KubeletHealthz, "kubelet-healthz", o.KubeletHealthz, "The kubelet's healthz URL (default: from the config's healthzBindAddress and healthzPort).")
+	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate (healthz, configz, Ready) before the agent rolls back.")
+	fl.DurationVar(&o.TrialDuration, "trial-duration", o.TrialDuration, "How long an applied config must run before it becomes last-known-good.")
+	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
+	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz endpoint; \"0\" disables it.")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	switch {
+	case o.NodeName == "":
+		return errors.New("--node-name is required: pass it or set NODE_NAME")
+	case o.DynamicConfigDir == "":
+		return errors.New("--dynamic-config-dir is required: the directory of the agent's checkpoint store")
+	case o.KubeletConfig == "":
+		return errors.New("--kubelet-config is required: the kubelet's --config file")
+	}
+	switch kubelet.ApplyMode(o.ApplyMode) {
+	case kubelet.Replace:
+	case kubelet.DropIn:
+		if o.KubeletConfigDir == "" {
+			return errors.New("--apply-mode=dropin needs --kubelet-config-dir: the kubelet's --config-dir")
+		}
+	default:
+		return fmt.Errorf("--apply-mode must be replace or dropin, got %q", o.ApplyMode)
+	}
+	switch o.Restart {
+	case RestartExec:
+		if o.RestartCommand == "" {
+			return errors.New("--restart=exec needs --restart-command: a command that restarts the kubelet")
+		}
+		if (o.StopCommand == "") != (o.StartCommand == "") {
+			return errors.New("--stop-command and --start-command go together: pass both or neither")
+		}
+	case RestartSystemd:
+		if o.SystemdUnit == "" {
+			return errors.New("--systemd-unit must not be empty with --restart=systemd")
+		}
+	default:
+		return fmt.Errorf("--restart must be systemd or exec, got %q", o.Restart)
+	}
+	if o.KubeletHealthz != "" {
+		if u, err := url.Parse(o.KubeletHealthz); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--kubelet-healthz must be an http(s) URL such as http://127.0.0.1:10248/healthz, got %q", o.KubeletHealthz)
+		}
+	}
+	switch {
+	case o.RestartTimeout <= 0:
+		return fmt.Errorf("--restart-timeout must be positive, got %s", o.RestartTimeout)
+	case o.HealthTimeout <= 0:
+		return fmt.Errorf("--health-timeout must be positive, got %s", o.HealthTimeout)
+	case o.TrialDuration < 0:
+		return fmt.Errorf("--trial-duration must not be negative, got %s", o.TrialDuration)
+	}
+	for _, a := range []struct{ flag, value string }{{"--metrics-bind-address", o.MetricsBindAddress}, {"--health-bind-address", o.HealthBindAddress}} {
+		if a.value == "0" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.value); err != nil {
+			return fmt.Errorf("%s must be host:port (or \"0\" to disable), got %q", a.flag, a.value)
+		}
+	}
+	return nil
+}
+
+// Complete builds the client from kubectl's global flags.
+func (o *Options) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Command, _ []string) error {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kubectl-dkc-agent/" + version.Get().Version
+	o.client, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	return nil
+}
+
+// Run runs the agent until SIGINT or SIGTERM.
+func (o *Options) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background().WithName("agent")
+	ctx = klog.NewContext(ctx, logger)
+
+	store, err := checkpoint.Open(o.DynamicConfigDir, clock.RealClock{})
+	if err != nil {
+		return fmt.Errorf("open checkpoint store: %w", err)
+	}
+	a := &dkcagent.Agent{
+		Client:         o.client,
+		NodeName:       o.NodeName,
+		Store:          store,
+		Clock:          clock.RealClock{},
+		Metrics:        dkcagent.NewMetrics(),
+		KubeletRootDir: o.KubeletRootDir,
+		HealthTimeout:  o.HealthTimeout,
+		TrialDuration:  o.TrialDuration,
+		Prober: kubelet.NewProber(kubelet.ProberConfig{
+			Client:     o.client,
+			NodeName:   o.NodeName,
+			HealthzURL: o.KubeletHealthz,
+		}),
+	}
+	switch kubelet.ApplyMode(o.ApplyMode) {
+	case kubelet.DropIn:
+		a.Writer = kubelet.NewDropInWriter(o.KubeletConfig, o.KubeletConfigDir)
+	default:
+		w := kubelet.NewReplaceWriter(o.KubeletConfig, store)
+		w.ConfigDir = o.KubeletConfigDir
+		a.Writer = w
+	}
+	a.Previewer = &dkcagent.FilePreviewer{
+		Mode:       kubelet.ApplyMode(o.ApplyMode),
+		ConfigPath: o.KubeletConfig,
+		ConfigDir:  o.KubeletConfigDir,
+		Local:      a.Writer.Local,
+	}
+	switch o.Restart {
+	case RestartExec:
+		r := kubelet.NewExecRestarter(shell(o.RestartCommand), o.RestartTimeout)
+		r.StopCommand, r.StartCommand = shell(o.StopCommand), shell(o.StartCommand)
+		a.Restarter = r
+	default:
+		a.Restarter = kubelet.NewSystemdRestarter(o.SystemdUnit, o.RestartTimeout)
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	a.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: o.NodeName})
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))
+	if err := o.serve(ctx, "metrics", o.MetricsBindAddress, mux); err != nil {
+		return err
+	}
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})
+	if err := o.serve(ctx, "health", o.HealthBindAddress, health); err != nil {
+		return err
+	}
+
+	logger.Info("Starting", "node", o.NodeName, "version", version.Get().Version, "applyMode", o.ApplyMode,
+		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "trialDuration", o.TrialDuration)
+	return a.Run(ctx)
+}
+
+// serve serves handler on addr ("0": not at all) until ctx ends.
+func (o *Options) serve(ctx context.Context, what, addr string, handler http.Handler) error {
+	if addr == "0" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s for %s: %w", addr, what, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Server failed", "server", what, "address", addr)
+		}
+	}()
+	klog.FromContext(ctx).Info("Serving", "server", what, "address", ln.Addr().String())
+	return nil
+}
+
+// shell runs command with /bin/sh -c; "" is no command.
+func shell(command string) []string {
+	if command == "" {
+		return nil
+	}
+	return []string{"/bin/sh", "-c", command}
+}

@@ -1,0 +1,571 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+const agentIdentity = "system:serviceaccount:kube-system:dkc-agent"
+
+// TestAgent runs `kubectl dkc agent` for the first of two real kubelets, as
+// the identity of deploy/rbac.yaml, and walks the whole DKC loop: apply,
+// trial, refusal, rollback, kill -9 in the middle of an apply, an
+// unreachable apiserver, and reset. The second node must stay untouched.
+func TestAgent(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 2})
+	ctx := context.Background()
+	n, other := c.Nodes[0], c.Nodes[1]
+	otherPID, otherStarts := other.KubeletPID(), other.KubeletStarts()
+
+	applyManifest(t, c.Client, filepath.Join("..", "..", "deploy", "rbac.yaml"))
+	kubeconfig, err := c.UserKubeconfig(agentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := unreachableKubeconfig(t, kubeconfig)
+
+	local, err := os.ReadFile(n.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPods := func(maxPods int, edit func(cfg map[string]any)) string {
+		var cfg map[string]any
+		if err := yaml.Unmarshal(local, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["maxPods"] = maxPods
+		if edit != nil {
+			edit(cfg)
+		}
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	storeDir := filepath.Join(n.Dir, "dkc")
+	agentArgs := func(kubeconfig string) []string {
+		return []string{"agent", "--kubeconfig", kubeconfig,
+			"--node-name", n.Name,
+			"--dynamic-config-dir", storeDir,
+			"--kubelet-config", n.ConfigPath,
+			"--kubelet-config-dir", n.ConfigDir,
+			"--kubelet-root-dir", filepath.Join(n.Dir, "kubelet"),
+			"--apply-mode=replace",
+			"--restart=exec", "--restart-command", n.RestartCommand,
+			"--health-timeout=20s",
+			"--trial-duration=5s",
+			"--metrics-bind-address", n.IP + ":10390",
+			"--health-bind-address", n.IP + ":10391",
+			"-v=2",
+		}
+	}
+	// Agents live across subtests; the test ends them all.
+	var agents []*agentProc
+	t.Cleanup(func() {
+		for _, p := range agents {
+			p.signal(syscall.SIGKILL)
+		}
+	})
+	start := func(t *testing.T, kubeconfig string) *agentProc {
+		t.Helper()
+		p := startAgent(t, n, agentArgs(kubeconfig))
+		agents = append(agents, p)
+		return p
+	}
+	ag := start(t, kubeconfig)
+
+	t.Run("agent healthz", func(t *testing.T) {
+		waitFor(t, 10*time.Second, "agent /healthz", func() bool {
+			body, err := httpGet("http://" + n.IP + ":10391/healthz")
+			return err == nil && body == "ok"
+		})
+	})
+
+	t.Run("apply maxPods", func(t *testing.T) {
+		createConfigMap(t, c, "agent-a", withPods(42, nil))
+		pid := n.KubeletPID()
+		began := time.Now()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-a")
+		st := waitStatus(t, c, n.Name, time.Minute, "active agent-a", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "agent-a")
+		})
+		t.Logf("assign to status active: %s", time.Since(began).Round(time.Millisecond))
+		if st.Assigned.ConfigMap.UID == "" || st.Assigned.ConfigMap.ResourceVersion == "" {
+			t.Errorf("status.assigned lacks uid or resourceVersion: %+v", st.Assigned.ConfigMap)
+		}
+		if n.KubeletPID() == pid {
+			t.Errorf("kubelet PID %d unchanged: not restarted", pid)
+		}
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
+			t.Errorf("configz maxPods %v, want 42", got)
+		}
+		waitFor(t, 30*time.Second, "capacity pods=42", func() bool {
+			node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			return err == nil && node.Status.Capacity.Pods().Value() == 42
+		})
+		wantEvent(t, c, n.Name, "Applied")
+	})
+
+	t.Run("trial promotes to last-known-good", func(t *testing.T) {
+		waitStatus(t, c, n.Name, 30*time.Second, "lastKnownGood agent-a", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && isCM(st.LastKnownGood, "agent-a") && isCM(st.Active, "agent-a")
+		})
+		wantCondition(t, c, n.Name, "True", "Applied")
+	})
+
+	t.Run("payload without kind is refused, kubelet untouched", func(t *testing.T) {
+		noKind := strings.Replace(withPods(50, nil), "kind: KubeletConfiguration\n", "", 1)
+		if strings.Contains(noKind, "kind: KubeletConfiguration") {
+			t.Fatalf("test payload still has a kind:\n%s", noKind)
+		}
+		createConfigMap(t, c, "agent-nokind", noKind)
+		pid, starts := n.KubeletPID(), n.KubeletStarts()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-nokind")
+		st := waitStatus(t, c, n.Name, 30*time.Second, "an error", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error != "" && isCM(st.Assigned, "agent-nokind")
+		})
+		const prefix = `failed to load config, see Kubelet log for details: missing "kind"`
+		if !strings.HasPrefix(st.Error, prefix) {
+			t.Errorf("status.error = %q, want prefix %q", st.Error, prefix)
+		}
+		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
+			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
+		}
+		time.Sleep(2 * time.Second) // room for a wrong restart
+		if n.KubeletPID() != pid || n.KubeletStarts() != starts {
+			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
+		}
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
+			t.Errorf("configz maxPods %v, want 42", got)
+		}
+		wantCondition(t, c, n.Name, "False", "Refused")
+		wantEvent(t, c, n.Name, "Refused")
+	})
+
+	t.Run("config the kubelet refuses at start is rolled back", func(t *testing.T) {
+		bad := withPods(51, func(cfg map[string]any) { cfg["containerRuntimeEndpoint"] = "unix:///nonexistent.sock" })
+		createConfigMap(t, c, "agent-bad", bad)
+		starts := n.KubeletStarts()
+		began := time.Now()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-bad")
+		st := waitStatus(t, c, n.Name, 90*time.Second, "a rollback", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error != "" && isCM(st.Assigned, "agent-bad")
+		})
+		t.Logf("assign to rolled back: %s (health timeout 20s); error: %s", time.Since(began).Round(time.Millisecond), st.Error)
+		if !strings.HasPrefix(st.Error, status.ValidateError+": ") {
+			t.Errorf("status.error = %q, want prefix %q", st.Error, status.ValidateError+": ")
+		}
+		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
+			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
+		}
+		if n.KubeletStarts() < starts+2 {
+			t.Errorf("kubelet started %d times, want at least 2 (bad config, then rollback)", n.KubeletStarts()-starts)
+		}
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
+			t.Errorf("configz maxPods %v after rollback, want 42", got)
+		}
+		waitReady(t, c, n.Name)
+		wantCondition(t, c, n.Name, "False", "RolledBack")
+		wantEvent(t, c, n.Name, "RolledBack")
+	})
+
+	t.Run("kill -9 in the middle of an apply", func(t *testing.T) {
+		createConfigMap(t, c, "agent-c", withPods(44, nil))
+		starts := n.KubeletStarts()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-c")
+		// Kill the agent as soon as it restarted the kubelet, before its
+		// health gate can pass.
+		waitFor(t, 30*time.Second, "the agent to restart the kubelet", func() bool { return n.KubeletStarts() > starts })
+		ag.kill(t)
+
+		store, err := checkpoint.Open(storeDir, clock.RealClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assigned, err := store.Assigned()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isCM(assigned, "agent-c") {
+			t.Errorf("meta/assigned = %v after the kill, want agent-c", assigned)
+		}
+		for _, src := range []*corev1.NodeConfigSource{assigned, mustLKG(t, store)} {
+			if ok, err := store.Exists(src); err != nil || !ok {
+				t.Errorf("checkpoint of %v: exists %v (%v), want it in the store", src, ok, err)
+			}
+		}
+		onDisk, err := os.ReadFile(n.ConfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(onDisk), "maxPods: 44") {
+			t.Errorf("kubelet config after the kill does not hold maxPods 44:\n%s", onDisk)
+		}
+
+		ag = start(t, kubeconfig)
+		waitStatus(t, c, n.Name, time.Minute, "active agent-c", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "agent-c") && isCM(st.LastKnownGood, "agent-c")
+		})
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(44) {
+			t.Errorf("configz maxPods %v, want 44", got)
+		}
+	})
+
+	t.Run("apiserver unreachable: the kubelet keeps the checkpointed config", func(t *testing.T) {
+		ag.stop(t)
+		// Something put the local config back while the agent was away.
+		if err := os.WriteFile(n.ConfigPath, local, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		starts := n.KubeletStarts()
+		ag = start(t, unreachable)
+		waitFor(t, 30*time.Second, "the agent to restart the kubelet without the apiserver", func() bool { return n.KubeletStarts() > starts })
+		waitFor(t, 30*time.Second, "configz maxPods 44", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(44) })
+		// A kubelet restart by someone else keeps it too.
+		if err := n.RestartKubelet(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "configz maxPods 44 after a kubelet restart", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(44) })
+		ag.stop(t)
+
+		// A new assignment while the agent cannot see it, then the agent
+		// with the right kubeconfig catches up.
+		createConfigMap(t, c, "agent-d", withPods(45, nil))
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-d")
+		ag = start(t, kubeconfig)
+		waitStatus(t, c, n.Name, time.Minute, "active agent-d", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "agent-d")
+		})
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(45) {
+			t.Errorf("configz maxPods %v, want 45", got)
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		body, err := httpGet("http://" + n.IP + ":10390/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`dkc_agent_applies_total{result="applied"} 1`,
+			"dkc_agent_apply_duration_seconds_count 1",
+			`dkc_agent_phase_duration_seconds_count{phase="restart"}`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "dkc_agent_phase_duration_seconds_sum") || strings.HasPrefix(line, "dkc_agent_apply_duration_seconds_sum") {
+				t.Log(line)
+			}
+		}
+	})
+
+	t.Run("reset restores the local config", func(t *testing.T) {
+		mustDKC(t, c, "", "reset", n.Name)
+		waitStatus(t, c, n.Name, time.Minute, "no status", func(st *corev1.NodeConfigStatus) bool { return st == nil })
+		waitFor(t, 30*time.Second, "configz maxPods 110", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(110) })
+		onDisk, err := os.ReadFile(n.ConfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(onDisk, local) {
+			t.Errorf("kubelet config after reset differs from the original:\n%s", onDisk)
+		}
+		wantCondition(t, c, n.Name, "True", "Reset")
+		wantEvent(t, c, n.Name, "Reset")
+	})
+
+	t.Run("other node untouched", func(t *testing.T) {
+		if other.KubeletPID() != otherPID || other.KubeletStarts() != otherStarts {
+			t.Errorf("kubelet of %s restarted", other.Name)
+		}
+		if got := configz(t, c, other.Name)["maxPods"]; got != float64(110) {
+			t.Errorf("configz maxPods %v on %s, want 110", got, other.Name)
+		}
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, other.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := node.Annotations[source.StatusAnnotation]; ok {
+			t.Errorf("%s has a config status", other.Name)
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == source.ConditionType {
+				t.Errorf("%s has condition %s", other.Name, cond.Type)
+			}
+		}
+	})
+
+	ag.stop(t)
+}
+
+// agentProc is a running `kubectl dkc agent`.
+type agentProc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// startAgent starts an agent in n's namespaces; the caller ends it.
+func startAgent(t *testing.T, n *framework.Node, args []string) *agentProc {
+	t.Helper()
+	logPath := filepath.Join(n.Dir, "agent.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd := n.Command(dkcBinary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	p := &agentProc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// signal sends sig to the agent by its PID (and the namespace wrappers'
+// children, which share its process group) and waits for it to end.
+func (p *agentProc) signal(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *agentProc) stop(t *testing.T) { t.Helper(); p.signal(syscall.SIGTERM) }
+func (p *agentProc) kill(t *testing.T) { t.Helper(); p.signal(syscall.SIGKILL) }
+
+// applyManifest creates every object of a multi-document YAML file.
+func applyManifest(t *testing.T, client kubernetes.Interface, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 || strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decode %s: %v", path, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("%s: unexpected object %T", path, obj)
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", describeObject(obj), err)
+		}
+	}
+}
+
+func stripComments(doc []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+func describeObject(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return fmt.Sprintf("%T", obj)
+	}
+	return fmt.Sprintf("%T %s/%s", obj, m.GetNamespace(), m.GetName())
+}
+
+// unreachableKubeconfig is kubeconfig with an apiserver address nothing
+// listens on.
+func unreachableKubeconfig(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range cfg.Clusters {
+		cl.Server = "https://127.0.0.1:1"
+	}
+	path := kubeconfig + ".unreachable"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func createConfigMap(t *testing.T, c *framework.Cluster, name, payload string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Data:       map[string]string{"kubelet": payload},
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStatus polls `kubectl dkc status NODE -o json` until cond holds.
+func waitStatus(t *testing.T, c *framework.Cluster, node string, timeout time.Duration, what string, cond func(*corev1.NodeConfigStatus) bool) *corev1.NodeConfigStatus {
+	t.Helper()
+	var last *corev1.NodeConfigStatus
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := exec.Command(dkcBinary, "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json").Output()
+		if err == nil {
+			var list status.NodeConfigList
+			if err := json.Unmarshal(out, &list); err != nil {
+				t.Fatalf("kubectl dkc status -o json: %v\n%s", err, out)
+			}
+			if len(list.Items) == 1 {
+				last = list.Items[0].Status
+				if cond(last) {
+					b, _ := json.Marshal(last)
+					t.Logf("status of %s: %s", node, b)
+					return last
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.Marshal(last)
+			t.Fatalf("timed out after %s waiting for %s in the status of %s; last: %s", timeout, what, node, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func isCM(src *corev1.NodeConfigSource, name string) bool {
+	return src != nil && src.ConfigMap != nil && src.ConfigMap.Name == name
+}
+
+func mustLKG(t *testing.T, s *checkpoint.Store) *corev1.NodeConfigSource {
+	t.Helper()
+	lkg, err := s.LastKnownGood()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lkg == nil {
+		t.Fatal("meta/last-known-good is the local config, want a checkpoint")
+	}
+	return lkg
+}
+
+func wantCondition(t *testing.T, c *framework.Cluster, node, status, reason string) {
+	t.Helper()
+	var got string
+	waitFor(t, 15*time.Second, fmt.Sprintf("condition %s=%s reason %s", source.ConditionType, status, reason), func() bool {
+		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == source.ConditionType {
+				got = string(cond.Status) + " " + cond.Reason + ": " + cond.Message
+				return string(cond.Status) == status && cond.Reason == reason
+			}
+		}
+		return false
+	})
+	t.Logf("condition %s: %s", source.ConditionType, got)
+}
+
+func wantEvent(t *testing.T, c *framework.Cluster, node, reason string) {
+	t.Helper()
+	waitFor(t, 15*time.Second, "event "+reason+" on node "+node, func() bool {
+		list, err := c.Client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
+		})
+		return err == nil && len(list.Items) > 0
+	})
+}
+
+func waitReady(t *testing.T, c *framework.Cluster, node string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, node+" Ready", func() bool {
+		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		return err == nil && framework.IsReady(n)
+	})
+}
+
+func httpGet(url string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return string(body), fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(body), err
+}
