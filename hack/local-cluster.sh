@@ -4,7 +4,8 @@
 #   hack/local-cluster.sh env          print the export line for its kubeconfig
 #   hack/local-cluster.sh down         stop every process it started and remove
 #                                      its namespaces, links and mounts
-# State lives in $DKC_CLUSTER_DIR (default /tmp/kubectl-dkc-cluster).
+# State lives in $DKC_CLUSTER_DIR (default /tmp/kubectl-dkc-cluster). Every node
+# runs a dkc agent; $DKC_AGENT_TRIAL sets its --trial-duration (default 1m).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,7 +13,13 @@ dir=${DKC_CLUSTER_DIR:-/tmp/kubectl-dkc-cluster}
 pidfile=$dir/cluster.pid
 bin=$root/_output/bin/dkc-cluster
 
-running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# running: the recorded PID is alive and still dkc-cluster (not a reused PID).
+running() {
+  [[ -f $pidfile ]] || return 1
+  local pid
+  pid=$(cat "$pidfile")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q dkc-cluster
+}
 
 case ${1:-} in
 up)
@@ -23,8 +30,14 @@ up)
   mkdir -p "$dir" "$root/_output/bin"
   "$root/hack/build-components.sh" >/dev/null
   (cd "$root" && go build -o "$bin" ./hack/cluster)
+  # One dkc agent per node, from the kubectl-dkc that make build produced.
+  agent=$root/_output/bin/kubectl-dkc
+  [[ -x $agent ]] || (cd "$root" && make build >/dev/null)
   rm -f "$dir/ready"
-  nohup "$bin" --dir "$dir" --nodes "${2:-2}" >"$dir/cluster.log" 2>&1 &
+  # $! must be dkc-cluster itself: `down` ends it by this PID.
+  nohup "$bin" --dir "$dir" --nodes "${2:-2}" --agent-binary "$agent" \
+    --agent-rbac "$root/deploy/rbac.yaml" --agent-trial-duration "${DKC_AGENT_TRIAL:-1m}" \
+    >"$dir/cluster.log" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 1200); do
     [[ -f $dir/ready ]] && break
@@ -40,7 +53,7 @@ up)
     echo "error: the cluster was not ready within 120s; see $dir/cluster.log" >&2
     exit 1
   fi
-  grep -E 'Ready|ready after' "$dir/cluster.log" || true
+  grep -E 'Ready|ready after|agent pid' "$dir/cluster.log" || true
   echo "export KUBECONFIG=$dir/kubeconfig"
   ;;
 env)

@@ -26,6 +26,9 @@ func main() {
 func run() error {
 	dir := flag.String("dir", "/tmp/kubectl-dkc-cluster", "state directory; the kubeconfig is DIR/kubeconfig")
 	nodes := flag.Int("nodes", 2, "number of kubelets")
+	agentBinary := flag.String("agent-binary", "", "kubectl-dkc to run as the dkc agent on every node (none when empty)")
+	rbac := flag.String("agent-rbac", "deploy/rbac.yaml", "the agent's RBAC manifest, applied before the agents start")
+	trial := flag.Duration("agent-trial-duration", time.Minute, "the agents' --trial-duration")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -59,10 +62,35 @@ func run() error {
 	for _, n := range c.Nodes {
 		logf("node %s: ip %s, kubelet log %s, config %s", n.Name, n.IP, n.LogPath, n.ConfigPath)
 	}
+	if *agentBinary != "" {
+		if err := startAgents(ctx, c, *agentBinary, *rbac, *trial, logf); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(*dir, "ready"), []byte(kubeconfig+"\n"), 0o644); err != nil {
 		return err
 	}
 	logf("ready: export KUBECONFIG=%s", kubeconfig)
 	<-ctx.Done()
+	return nil
+}
+
+// startAgents runs one dkc agent per node, as the identity of the agent's
+// RBAC manifest, in exec mode with the harness's restart command.
+func startAgents(ctx context.Context, c *framework.Cluster, binary, rbac string, trial time.Duration, logf func(string, ...any)) error {
+	if err := c.ApplyManifest(ctx, rbac, false); err != nil {
+		return err
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		a, err := n.StartAgent(binary, n.AgentArgs(framework.AgentOptions{Kubeconfig: kubeconfig, TrialDuration: trial}))
+		if err != nil {
+			return err
+		}
+		logf("node %s: dkc agent pid %d, log %s", n.Name, a.PID(), a.LogPath)
+	}
 	return nil
 }

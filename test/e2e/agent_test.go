@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,18 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
@@ -34,8 +25,6 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
-
-const agentIdentity = "system:serviceaccount:kube-system:dkc-agent"
 
 // TestAgent runs `kubectl dkc agent` for the first of two real kubelets, as
 // the identity of deploy/rbac.yaml, and walks the whole DKC loop: apply,
@@ -47,8 +36,10 @@ func TestAgent(t *testing.T) {
 	n, other := c.Nodes[0], c.Nodes[1]
 	otherPID, otherStarts := other.KubeletPID(), other.KubeletStarts()
 
-	applyManifest(t, c.Client, filepath.Join("..", "..", "deploy", "rbac.yaml"))
-	kubeconfig, err := c.UserKubeconfig(agentIdentity)
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,35 +64,20 @@ func TestAgent(t *testing.T) {
 		}
 		return string(out)
 	}
-	storeDir := filepath.Join(n.Dir, "dkc")
-	agentArgs := func(kubeconfig string) []string {
-		return []string{"agent", "--kubeconfig", kubeconfig,
-			"--node-name", n.Name,
-			"--dynamic-config-dir", storeDir,
-			"--kubelet-config", n.ConfigPath,
-			"--kubelet-config-dir", n.ConfigDir,
-			"--kubelet-root-dir", filepath.Join(n.Dir, "kubelet"),
-			"--apply-mode=replace",
-			"--restart=exec", "--restart-command", n.RestartCommand,
-			"--health-timeout=20s",
-			"--trial-duration=5s",
-			"--metrics-bind-address", n.IP + ":10390",
-			"--health-bind-address", n.IP + ":10391",
-			"-v=2",
-		}
-	}
-	// Agents live across subtests; the test ends them all.
-	var agents []*agentProc
-	t.Cleanup(func() {
-		for _, p := range agents {
-			p.signal(syscall.SIGKILL)
-		}
-	})
-	start := func(t *testing.T, kubeconfig string) *agentProc {
+	storeDir := n.AgentStoreDir()
+	// The cluster's Stop ends every agent the test started.
+	start := func(t *testing.T, kubeconfig string) *framework.Agent {
 		t.Helper()
-		p := startAgent(t, n, agentArgs(kubeconfig))
-		agents = append(agents, p)
-		return p
+		a, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+			Kubeconfig:    kubeconfig,
+			HealthTimeout: 20 * time.Second,
+			TrialDuration: 5 * time.Second,
+			Extra:         []string{"-v=2"},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
 	}
 	ag := start(t, kubeconfig)
 
@@ -207,7 +183,9 @@ func TestAgent(t *testing.T) {
 		// Kill the agent as soon as it restarted the kubelet, before its
 		// health gate can pass.
 		waitFor(t, 30*time.Second, "the agent to restart the kubelet", func() bool { return n.KubeletStarts() > starts })
-		ag.kill(t)
+		if err := ag.Kill(); err != nil {
+			t.Fatal(err)
+		}
 
 		store, err := checkpoint.Open(storeDir, clock.RealClock{})
 		if err != nil {
@@ -243,7 +221,9 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("apiserver unreachable: the kubelet keeps the checkpointed config", func(t *testing.T) {
-		ag.stop(t)
+		if err := ag.Stop(); err != nil {
+			t.Fatal(err)
+		}
 		// Something put the local config back while the agent was away.
 		if err := os.WriteFile(n.ConfigPath, local, 0o600); err != nil {
 			t.Fatal(err)
@@ -257,7 +237,9 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, "configz maxPods 44 after a kubelet restart", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(44) })
-		ag.stop(t)
+		if err := ag.Stop(); err != nil {
+			t.Fatal(err)
+		}
 
 		// A new assignment while the agent cannot see it, then the agent
 		// with the right kubeconfig catches up.
@@ -329,120 +311,9 @@ func TestAgent(t *testing.T) {
 		}
 	})
 
-	ag.stop(t)
-}
-
-// agentProc is a running `kubectl dkc agent`.
-type agentProc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-// startAgent starts an agent in n's namespaces; the caller ends it.
-func startAgent(t *testing.T, n *framework.Node, args []string) *agentProc {
-	t.Helper()
-	logPath := filepath.Join(n.Dir, "agent.log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := ag.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := n.Command(dkcBinary, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	p := &agentProc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p
-}
-
-// signal sends sig to the agent by its PID (and the namespace wrappers'
-// children, which share its process group) and waits for it to end.
-func (p *agentProc) signal(sig syscall.Signal) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *agentProc) stop(t *testing.T) { t.Helper(); p.signal(syscall.SIGTERM) }
-func (p *agentProc) kill(t *testing.T) { t.Helper(); p.signal(syscall.SIGKILL) }
-
-// applyManifest creates every object of a multi-document YAML file.
-func applyManifest(t *testing.T, client kubernetes.Interface, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 || strings.TrimSpace(stripComments(doc)) == "" {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decode %s: %v", path, err)
-		}
-		switch o := obj.(type) {
-		case *corev1.ServiceAccount:
-			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("%s: unexpected object %T", path, obj)
-		}
-		if err != nil {
-			t.Fatalf("create %s: %v", describeObject(obj), err)
-		}
-	}
-}
-
-func stripComments(doc []byte) string {
-	var b strings.Builder
-	for _, line := range strings.Split(string(doc), "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
-			b.WriteString(line + "\n")
-		}
-	}
-	return b.String()
-}
-
-func describeObject(obj runtime.Object) string {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return fmt.Sprintf("%T", obj)
-	}
-	return fmt.Sprintf("%T %s/%s", obj, m.GetNamespace(), m.GetName())
 }
 
 // unreachableKubeconfig is kubeconfig with an apiserver address nothing

@@ -42,6 +42,10 @@ type Options struct {
 	BinDir string
 	// KubeletBinDir holds the kubelet when it differs from BinDir.
 	KubeletBinDir string
+	// EtcdBinDir holds etcd when it differs from BinDir, as when BinDir
+	// holds the v1.23.17 components (hack/build-components-v1.23.sh builds
+	// no etcd).
+	EtcdBinDir string
 	// Dir holds all state. Default: a new directory under $TMPDIR.
 	Dir string
 	// NodeNamePrefix names node i PREFIX<i>; default "dkc-node-".
@@ -49,6 +53,9 @@ type Options struct {
 	// APIServerFlags and KubeletFlags are appended to the defaults.
 	APIServerFlags []string
 	KubeletFlags   []string
+	// NodeKubeletFlags, when set, returns flags for node n's kubelet, appended
+	// after KubeletFlags: for per-node paths such as --dynamic-config-dir.
+	NodeKubeletFlags func(n *Node) []string
 	// KubeletConfig edits each node's generated config before it is written.
 	KubeletConfig func(n *Node, cfg map[string]any)
 	// LegacyKubelet starts kubelets older than 1.27, which take the runtime
@@ -108,7 +115,11 @@ func Preflight(opts Options) error {
 	if kubeletDir == "" {
 		kubeletDir = binDir
 	}
-	for _, p := range []string{filepath.Join(binDir, "etcd"), filepath.Join(binDir, "kube-apiserver"), filepath.Join(kubeletDir, "kubelet")} {
+	etcdDir := opts.EtcdBinDir
+	if etcdDir == "" {
+		etcdDir = binDir
+	}
+	for _, p := range []string{filepath.Join(etcdDir, "etcd"), filepath.Join(binDir, "kube-apiserver"), filepath.Join(kubeletDir, "kubelet")} {
 		if _, err := os.Stat(p); err != nil {
 			problems = append(problems, fmt.Sprintf("missing %s: run `make components` (hack/build-components.sh)", p))
 		}
@@ -139,6 +150,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if opts.KubeletBinDir == "" {
 		opts.KubeletBinDir = opts.BinDir
+	}
+	if opts.EtcdBinDir == "" {
+		opts.EtcdBinDir = opts.BinDir
 	}
 	if opts.NodeNamePrefix == "" {
 		opts.NodeNamePrefix = "dkc-node-"
@@ -227,7 +241,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	c.etcd = c.newProcess("etcd", []string{
-		filepath.Join(c.opts.BinDir, "etcd"),
+		filepath.Join(c.opts.EtcdBinDir, "etcd"),
 		"--name=dkc",
 		"--data-dir=" + filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls=" + clientURL,

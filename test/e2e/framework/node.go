@@ -42,6 +42,7 @@ type Node struct {
 	mounts     []bindMount
 	kubelet    *process
 	containerd *process
+	agents     []*Agent
 }
 
 func (c *Cluster) addNode(i int) (*Node, error) {
@@ -212,7 +213,11 @@ func (n *Node) kubeletArgv() []string {
 	} else {
 		argv = append(argv, "--config-dir="+n.ConfigDir)
 	}
-	return append(argv, n.cluster.opts.KubeletFlags...)
+	argv = append(argv, n.cluster.opts.KubeletFlags...)
+	if n.cluster.opts.NodeKubeletFlags != nil {
+		argv = append(argv, n.cluster.opts.NodeKubeletFlags(n)...)
+	}
+	return argv
 }
 
 // writeRestartCommand writes the script that restarts the kubelet: it ends
@@ -256,6 +261,9 @@ func (n *Node) start() error {
 }
 
 func (n *Node) stop() {
+	for _, a := range n.agents {
+		_ = a.Stop()
+	}
 	if n.kubelet != nil {
 		_ = n.kubelet.stop(15 * time.Second)
 	}
