@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +81,31 @@ func TestHarness(t *testing.T) {
 			t.Errorf("node %s: configz maxPods %v, want 110", c.Nodes[1].Name, got)
 		}
 	})
+}
+
+func TestDeployManifests(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 1})
+	// Every manifest under deploy/ is accepted by a real 1.36 apiserver:
+	// schema, defaulting and admission, without storing anything.
+	manifests, err := filepath.Glob(filepath.Join("..", "..", "deploy", "*.yaml"))
+	if err != nil || len(manifests) < 2 {
+		t.Fatalf("deploy manifests: %v %v", manifests, err)
+	}
+	for _, path := range manifests {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			if err := c.ApplyManifest(context.Background(), path, true); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	// And a broken one is not: the check can fail.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x, namespace: kube-system}\nspec: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyManifest(context.Background(), bad, true); err == nil || !strings.Contains(err.Error(), "selector") {
+		t.Errorf("a DaemonSet without selector and template: got %v, want an error about spec.selector", err)
+	}
 }
 
 func configz(t *testing.T, c *framework.Cluster, node string) map[string]any {

@@ -19,7 +19,10 @@ type manifest struct {
 	} `json:"metadata"`
 	Spec struct {
 		Version          string `json:"version"`
+		Homepage         string `json:"homepage"`
 		ShortDescription string `json:"shortDescription"`
+		Description      string `json:"description"`
+		Caveats          string `json:"caveats"`
 		Platforms        []struct {
 			Selector struct {
 				MatchLabels map[string]string `json:"matchLabels"`

@@ -20,6 +20,9 @@ type HostState struct {
 	Mounts    []string
 	// Paths a kubelet or containerd would create on a host it owned.
 	Paths []string
+	// Processes started from the harness's binaries or state directories,
+	// as "PID: command line".
+	Processes []string
 }
 
 var watchedPaths = []string{
@@ -55,6 +58,7 @@ func CaptureHostState() HostState {
 			s.Paths = append(s.Paths, p)
 		}
 	}
+	s.Processes = LeftoverProcesses()
 	return s
 }
 
@@ -92,14 +96,26 @@ func (s HostState) Diff(now HostState) []string {
 	diffList("network namespaces", s.NetNS, now.NetNS)
 	diffList("mounts", s.Mounts, now.Mounts)
 	diffList("host paths", s.Paths, now.Paths)
-	if procs := LeftoverProcesses(); len(procs) > 0 {
-		out = append(out, "processes left behind: "+strings.Join(procs, "; "))
+	// Only processes that were not there before count: a cluster a person
+	// keeps up with make cluster-up is not the tests' to end.
+	before := map[string]bool{}
+	for _, p := range s.Processes {
+		before[p] = true
+	}
+	var left []string
+	for _, p := range now.Processes {
+		if !before[p] {
+			left = append(left, p)
+		}
+	}
+	if len(left) > 0 {
+		out = append(out, "processes left behind: "+strings.Join(left, "; "))
 	}
 	return out
 }
 
 // LeftoverProcesses lists running processes started from the harness's
-// component binaries or state directories.
+// component binaries or state directories, sorted.
 func LeftoverProcesses() []string {
 	var out []string
 	binDir := DefaultBinDir()
@@ -114,5 +130,6 @@ func LeftoverProcesses() []string {
 			out = append(out, filepath.Base(filepath.Dir(p))+": "+cmdline)
 		}
 	}
+	sort.Strings(out)
 	return out
 }
