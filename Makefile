@@ -26,6 +26,10 @@ install: build ## Install kubectl-dkc into /usr/local/bin, where kubectl finds i
 components: ## Build kube-apiserver, kubelet and etcd from Go modules (cached)
 	hack/build-components.sh
 
+.PHONY: components-v1.23
+components-v1.23: ## Build kube-apiserver and kubelet v1.23.17, the original DKC (cached)
+	hack/build-components-v1.23.sh
+
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the e2e tests need, when missing
 	@missing=$$(for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -48,8 +52,12 @@ unit: ## Unit tests (no cluster)
 	go test ./cmd/... ./pkg/...
 
 .PHONY: e2e
-e2e: test-deps components build ## Tests on real etcd, kube-apiserver and kubelets
+e2e: test-deps components components-v1.23 build ## Tests on real etcd, kube-apiserver and kubelets
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
+
+.PHONY: bench
+bench: test-deps components build ## Assign-to-active benchmark on a real kubelet (docs/performance.md)
+	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc go test -v -run '^$$' -bench '^BenchmarkAssignToActive$$' -benchtime=1x -count=1 -timeout 30m ./test/e2e/
 
 .PHONY: test
 test: fmt-check vet unit e2e ## Everything CI runs
