@@ -60,6 +60,7 @@ func Validate(cfg *kubeletconfigv1beta1.KubeletConfiguration) error {
 		kubeletconfigv1beta1.RestrictedTopologyManagerPolicy, kubeletconfigv1beta1.SingleNumaNodeTopologyManagerPolicy)
 	v.oneOf("authorization.mode", string(cfg.Authorization.Mode),
 		string(kubeletconfigv1beta1.KubeletAuthorizationModeAlwaysAllow), string(kubeletconfigv1beta1.KubeletAuthorizationModeWebhook))
+	v.nodeAllocatable(cfg.CgroupsPerQOS, cfg.EnforceNodeAllocatable)
 	if len(v.problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrValidate, strings.Join(v.problems, "; "))
 	}
@@ -137,5 +138,21 @@ func (v *validator) imageGC(high, low *int32) {
 	}
 	if (high != nil || low != nil) && l >= h {
 		v.addf("imageGCLowThresholdPercent: must be less than imageGCHighThresholdPercent %d%s, got %d%s", h, hNote, l, lNote)
+	}
+}
+
+// nodeAllocatable catches the combination every kubelet refuses at start:
+// enforcing allocatable on pods needs QoS cgroups. An absent list defaults
+// to [pods], and /configz drops an empty list, so a snapshot of a node with
+// cgroupsPerQOS: false and enforceNodeAllocatable: [] pushes as this.
+func (v *validator) nodeAllocatable(cgroupsPerQOS *bool, enforce []string) {
+	if cgroupsPerQOS == nil || *cgroupsPerQOS {
+		return
+	}
+	switch {
+	case enforce == nil:
+		v.addf("enforceNodeAllocatable: absent, so the kubelet enforces the default [pods], which needs cgroupsPerQOS: true; set it explicitly (for example [none] on kubelet 1.24+, [] on older ones): /configz leaves out an empty list")
+	case slices.Contains(enforce, "pods"):
+		v.addf("enforceNodeAllocatable: must not contain \"pods\" when cgroupsPerQOS is false")
 	}
 }

@@ -58,6 +58,20 @@ func TestValidate(t *testing.T) {
 				c.EvictionSoftGracePeriod = map[string]string{"memory.available": "1m30s"}
 			}),
 		},
+		"cgroupsPerQOS false with enforcement off": {
+			cfg: newConfig(func(c *cfg) { c.CgroupsPerQOS = ptr.To(false); c.EnforceNodeAllocatable = []string{"none"} }),
+		},
+		"cgroupsPerQOS false with an explicit empty list": {
+			cfg: newConfig(func(c *cfg) { c.CgroupsPerQOS = ptr.To(false); c.EnforceNodeAllocatable = []string{} }),
+		},
+		"cgroupsPerQOS false, enforceNodeAllocatable absent": {
+			cfg:     newConfig(func(c *cfg) { c.CgroupsPerQOS = ptr.To(false) }),
+			wantErr: "validate kubelet config: enforceNodeAllocatable: absent, so the kubelet enforces the default [pods], which needs cgroupsPerQOS: true; set it explicitly (for example [none] on kubelet 1.24+, [] on older ones): /configz leaves out an empty list",
+		},
+		"cgroupsPerQOS false, enforcing pods": {
+			cfg:     newConfig(func(c *cfg) { c.CgroupsPerQOS = ptr.To(false); c.EnforceNodeAllocatable = []string{"pods"} }),
+			wantErr: `validate kubelet config: enforceNodeAllocatable: must not contain "pods" when cgroupsPerQOS is false`,
+		},
 		"nil config": {
 			cfg:     nil,
 			wantErr: "validate kubelet config: config is nil",
