@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
@@ -57,6 +58,8 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
 // are printed as "error: ..." on stderr.
 func Execute() int {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	// Print the apiserver's warnings as kubectl does: "Warning: ...", once each.
+	rest.SetDefaultWarningHandler(rest.NewWarningWriter(streams.ErrOut, rest.WarningWriterOptions{Deduplicate: true}))
 	err := NewCmdDKC(streams).Execute()
 	if err != nil && !util.Silent(err) {
 		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)

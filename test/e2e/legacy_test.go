@@ -80,11 +80,6 @@ func TestLegacyNativeDKC(t *testing.T) {
 		LegacyKubelet:  true,
 		APIServerFlags: []string{gate},
 		KubeletFlags:   []string{gate},
-		// Kubelet 1.23 counts "none" as enforcement, which needs
-		// cgroupsPerQOS; an empty list enforces nothing.
-		KubeletConfig: func(_ *framework.Node, cfg map[string]any) {
-			cfg["enforceNodeAllocatable"] = []string{}
-		},
 		NodeKubeletFlags: func(n *framework.Node) []string {
 			return []string{"--dynamic-config-dir=" + filepath.Join(n.Dir, "dynamic-config")}
 		},

@@ -187,6 +187,9 @@ func (n *Node) defaultKubeletConfig() []byte {
 		delete(cfg, "containerRuntimeEndpoint")
 		delete(cfg, "failCgroupV1")
 		delete(cfg, "podLogsDir")
+		// 1.23 refuses [none] without cgroupsPerQOS; an empty list works
+		// there, while 1.36 treats an empty list as the default [pods].
+		cfg["enforceNodeAllocatable"] = []string{}
 	}
 	if n.cluster.opts.KubeletConfig != nil {
 		n.cluster.opts.KubeletConfig(n, cfg)
