@@ -51,10 +51,6 @@ type Agent struct {
 	Writer    kubelet.Writer
 	Restarter kubelet.Restarter
 	Prober    kubelet.Prober
-	// Previewer computes the effective config a payload gives before it is
-	// written; nil means the payload is the whole config (replace mode
-	// without drop-ins).
-	Previewer Previewer
 	Clock     clock.WithTicker
 	// Recorder records Events on the Node; nil records none.
 	Recorder record.EventRecorder
@@ -75,13 +71,6 @@ type Agent struct {
 	verify *time.Time
 
 	cms configMapWatch
-}
-
-func (a *Agent) previewer() Previewer {
-	if a.Previewer == nil {
-		return identityPreviewer{w: a.Writer}
-	}
-	return a.Previewer
 }
 
 func (a *Agent) setDefaults() {

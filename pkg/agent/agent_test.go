@@ -429,7 +429,7 @@ func TestStartupWithoutAPI(t *testing.T) {
 				save(t, e, "b", cfgB)
 				must(t, e.store.SetAssigned(ref("b", "1")))
 				must(t, e.store.SetLastError("failed to validate config, see Kubelet log for details: x"))
-				e.writer.Current = []byte(cfgB)
+				e.writer.Current, e.writer.Owned = []byte(cfgB), true
 			},
 			wantConfig:   local,
 			wantRestarts: []string{"Restart"},
@@ -446,7 +446,15 @@ func TestStartupWithoutAPI(t *testing.T) {
 			setup: func(t *testing.T, e *env) {
 				save(t, e, "a", cfgA)
 				must(t, e.store.SetLastKnownGood(ref("a", "1")))
-				e.writer.Current = []byte(cfgA)
+				e.writer.Current, e.writer.Owned = []byte(cfgA), true
+			},
+			wantConfig:   local,
+			wantRestarts: []string{"Restart"},
+		},
+		"reset of a config in trial recorded, config not restored yet": {
+			// The store reads as never assigned, but dkc's config is on disk.
+			setup: func(t *testing.T, e *env) {
+				e.writer.Current, e.writer.Owned = []byte(cfgA), true
 			},
 			wantConfig:   local,
 			wantRestarts: []string{"Restart"},
@@ -521,4 +529,94 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// With the real replace writer and store, the baseline is the local config
+// at the moment dkc takes over from it: an operator's edit made while the
+// node runs its local config (after a reset, or after a rollback to a local
+// last-known-good config) survives a later assign and reset.
+func TestReplaceBaselineFollowsOperatorEdits(t *testing.T) {
+	const edited = `{` + header + `,"maxPods":111}`
+	tests := map[string]struct {
+		// toLocal puts the node on its local config after assigning a.
+		toLocal   func(t *testing.T, e *env)
+		wantStore stored
+	}{
+		"after a reset": {
+			toLocal: func(t *testing.T, e *env) {
+				e.sync(t)
+				diff(t, "config on a", cfgA, readFile(t, e.a.Writer.(*kubelet.ReplaceWriter).ConfigPath))
+				e.assign(t, "")
+				e.sync(t)
+			},
+			wantStore: stored{},
+		},
+		"after a rollback to local": {
+			toLocal: func(t *testing.T, e *env) {
+				e.prober.Results = []error{errors.New("healthz: connection refused")}
+				e.sync(t)
+				diff(t, "active after the rollback", (*corev1.NodeConfigSource)(nil), e.status(t).Active)
+			},
+			wantStore: stored{assigned: ref("a", "1")},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			path := filepath.Join(e.dir, "config.json")
+			must(t, os.WriteFile(path, []byte(local), 0o600))
+			e.a.Writer = kubelet.NewReplaceWriter(path, e.store)
+			e.configMap(t, "a", cfgA, nil)
+			e.configMap(t, "b", cfgB, nil)
+			e.assign(t, "a")
+
+			tc.toLocal(t, e)
+			diff(t, "config on the local config", local, readFile(t, path))
+			if _, ok, err := e.store.Baseline(kubelet.BaselineName); ok || err != nil {
+				t.Errorf("baseline on the local config: kept %v (%v), want removed", ok, err)
+			}
+			st := e.stored(t)
+			diff(t, "assigned", tc.wantStore.assigned, st.assigned)
+
+			must(t, os.WriteFile(path, []byte(edited), 0o600)) // the operator
+			e.assign(t, "b")
+			e.sync(t)
+			diff(t, "config on b", cfgB, readFile(t, path))
+			e.assign(t, "")
+			e.sync(t)
+			diff(t, "config after the reset", edited, readFile(t, path))
+		})
+	}
+}
+
+// A reset of a config in its trial records the store as local before it
+// restores the file; an agent killed in between restores it at startup.
+func TestStartupFinishesInterruptedReset(t *testing.T) {
+	e := newEnv(t)
+	path := filepath.Join(e.dir, "config.json")
+	must(t, os.WriteFile(path, []byte(local), 0o600))
+	e.a.Writer = kubelet.NewReplaceWriter(path, e.store)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	diff(t, "config on a", cfgA, readFile(t, path))
+	// The reset's store writes, then the crash.
+	must(t, e.store.SetLastError(""))
+	must(t, e.store.SetAssigned(nil))
+
+	e.a = e.newAgent()
+	e.a.Writer = kubelet.NewReplaceWriter(path, e.store)
+	must(t, e.a.startup(context.Background()))
+
+	diff(t, "config after startup", local, readFile(t, path))
+	diff(t, "restarter calls", []string{"Restart", "Restart"}, e.restart.CallsSnapshot())
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -17,6 +17,11 @@ import (
 // config. Whatever it finds, the first sync with the apiserver gates a config
 // still in its trial on the kubelet's health, since an agent killed between a
 // restart and its health gate left it unchecked.
+//
+// A store with nothing assigned still gets Writer.Restore: a reset of a
+// config in its trial records the store as fully local before it restores
+// the kubelet's config, so an agent killed in between finds dkc's config
+// on disk. Restore leaves a config that dkc did not write alone.
 func (a *Agent) startup(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	st, err := a.stored()
@@ -26,9 +31,7 @@ func (a *Agent) startup(ctx context.Context) error {
 	since := time.Time{}
 	a.verify = &since
 	if st.settledLocal() {
-		// dkc has nothing on this kubelet; leave the operator's config alone.
 		logger.Info("No assignment recorded; the kubelet runs its local config")
-		return nil
 	}
 	target := st.active()
 	payload, err := a.payload(target)

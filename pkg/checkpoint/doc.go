@@ -11,7 +11,7 @@
 //	    last-error            dkc: the last error the agent reported
 //	  checkpoints/
 //	    <uid>/<resourceVersion>/<key>
-//	  baseline/               dkc: the node's original local config
+//	  baseline/               dkc: the node's local config, while dkc's is in place
 //	    <name>
 //
 // meta/assigned and meta/last-known-good are empty when they name the node's
@@ -37,9 +37,13 @@
 //     survives agent restarts.
 //   - meta/last-error holds the last error message the agent reported, so it
 //     can be reported again after a restart.
-//   - baseline/<name> holds the node's original local kubelet config (and
-//     its drop-in, if any), captured once before dkc first overwrites them,
-//     so that a reset can restore them.
+//   - baseline/<name> holds the node's local kubelet config while dkc's
+//     config is in its place, so that a reset can restore it. It is saved
+//     when dkc takes the file over from the local config (SaveBaseline never
+//     overwrites one) and removed once the file is restored
+//     (RemoveBaseline), so the next takeover saves the file as it is then,
+//     with the operator's edits. pkg/kubelet's package documentation gives
+//     the rule and its crash cases.
 //
 // Every write is atomic and durable: a file is written under a temporary
 // name in its final directory, fsynced, renamed into place, and then the

@@ -370,9 +370,9 @@ func (s *Store) SetLastError(msg string) error {
 	return nil
 }
 
-// SaveBaseline saves data as baseline/<name> unless that file exists, so the
-// node's original config is captured once and never overwritten. It reports
-// whether it wrote the file.
+// SaveBaseline saves data as baseline/<name> unless that file exists, so a
+// baseline is captured once and never overwritten until RemoveBaseline. It
+// reports whether it wrote the file.
 func (s *Store) SaveBaseline(name string, data []byte) (bool, error) {
 	if err := validateDirName(name); err != nil {
 		return false, fmt.Errorf("baseline: %w", err)
@@ -409,6 +409,29 @@ func (s *Store) Baseline(name string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("baseline %q: %w", name, err)
 	}
 	return data, true, nil
+}
+
+// RemoveBaseline removes baseline/<name> and fsyncs the baseline directory,
+// so that the next SaveBaseline saves again. A missing baseline is not an
+// error. The removal is one unlink: after a crash the baseline is there or
+// gone, never partial.
+func (s *Store) RemoveBaseline(name string) error {
+	if err := validateDirName(name); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	path := filepath.Join(s.baselineDir(), name)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := s.fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("baseline %q: %w", name, err)
+	}
+	if err := s.fsys.SyncDir(s.baselineDir()); err != nil {
+		return fmt.Errorf("baseline %q: %w", name, err)
+	}
+	return nil
 }
 
 // GC removes every checkpoint that neither the assigned nor the

@@ -637,7 +637,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 	oldOrNew := func(before, after, got state) bool { return cmp.Equal(before, got) || cmp.Equal(after, got) }
 	ops := map[string]struct {
-		op func(s *Store) error
+		// prepare, if set, runs after setup, before the operation.
+		prepare func(s *Store) error
+		op      func(s *Store) error
 		// accept reports whether got is a consistent state after a crash.
 		accept func(before, after, got state) bool
 	}{
@@ -645,6 +647,11 @@ func TestCrashAtEveryStep(t *testing.T) {
 		"SetLastKnownGood": {op: func(s *Store) error { return s.SetLastKnownGood(nil) }, accept: oldOrNew},
 		"Save new":         {op: func(s *Store) error { return s.Save("w", "9", files("new")) }, accept: oldOrNew},
 		"SaveBaseline":     {op: func(s *Store) error { _, err := s.SaveBaseline("config", []byte("local")); return err }, accept: oldOrNew},
+		"RemoveBaseline": {
+			prepare: func(s *Store) error { _, err := s.SaveBaseline("config", []byte("local")); return err },
+			op:      func(s *Store) error { return s.RemoveBaseline("config") },
+			accept:  oldOrNew,
+		},
 		"Save replace": {
 			op: func(s *Store) error { return s.Save("u", "2", files("changed")) },
 			// Between moving the old checkpoint aside and renaming the new
@@ -710,6 +717,11 @@ func TestCrashAtEveryStep(t *testing.T) {
 			// the number of steps.
 			s, dir, _ := newStore(t)
 			setup(t, s)
+			if tc.prepare != nil {
+				if err := tc.prepare(s); err != nil {
+					t.Fatal(err)
+				}
+			}
 			before := snapshot(t, dir)
 			r := record(s)
 			if err := tc.op(s); err != nil {
@@ -728,6 +740,11 @@ func TestCrashAtEveryStep(t *testing.T) {
 			for i := range steps {
 				s, dir, _ := newStore(t)
 				setup(t, s)
+				if tc.prepare != nil {
+					if err := tc.prepare(s); err != nil {
+						t.Fatal(err)
+					}
+				}
 				r := record(s)
 				r.crashAt = func(n int, _ string) bool { return n == i }
 				if err := tc.op(s); !errors.Is(err, errCrashed) {
@@ -886,6 +903,34 @@ func TestBaseline(t *testing.T) {
 	}
 	if _, err := s.SaveBaseline("../config", nil); !errors.Is(err, ErrInvalidKey) {
 		t.Errorf("SaveBaseline(\"../config\") error = %v, want ErrInvalidKey", err)
+	}
+
+	// Removed, it is saved again: the next takeover captures the file anew.
+	r := record(s)
+	if err := s.RemoveBaseline("config"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"remove baseline/config", "syncdir baseline"}, r.ops); diff != "" {
+		t.Errorf("RemoveBaseline ops (-want +got):\n%s", diff)
+	}
+	if _, ok, err := s.Baseline("config"); ok || err != nil {
+		t.Errorf("Baseline after remove: ok = %v, err = %v; want false, nil", ok, err)
+	}
+	r.ops = nil
+	if err := s.RemoveBaseline("config"); err != nil {
+		t.Errorf("RemoveBaseline of a missing baseline: %v", err)
+	}
+	if len(r.ops) != 0 {
+		t.Errorf("RemoveBaseline of a missing baseline wrote %v, want nothing", r.ops)
+	}
+	if saved, err := s.SaveBaseline("config", []byte("edited")); err != nil || !saved {
+		t.Errorf("SaveBaseline after remove: saved = %v, err = %v; want true, nil", saved, err)
+	}
+	if got, _, _ := s.Baseline("config"); string(got) != "edited" {
+		t.Errorf("Baseline after remove and save = %q, want %q", got, "edited")
+	}
+	if err := s.RemoveBaseline("../config"); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("RemoveBaseline(\"../config\") error = %v, want ErrInvalidKey", err)
 	}
 }
 

@@ -2,6 +2,32 @@
 // config (replace or drop-in), restarting it (systemd over D-Bus, or a
 // command), and probing its health after a restart. Each effect is a small
 // interface with a fake in pkg/kubelet/fake.
+//
+// # The replace writer's baseline
+//
+// In replace mode dkc overwrites the kubelet's --config file, so the
+// ReplaceWriter keeps the file's local content, the baseline, in the
+// checkpoint store (BaselineName). The rule is: a baseline is kept exactly
+// while dkc's config may be in the file.
+//
+//   - Apply takes the baseline when there is none: the file holds the local
+//     config then, as it is at that moment, with every edit the operator made
+//     while the node ran it. With a baseline kept, Apply leaves it alone, since
+//     the file may hold an earlier dkc config.
+//   - Restore writes the baseline back to the file (atomically, durably) and
+//     only then removes it. Every Restore ends dkc's hold on the file: a reset,
+//     a rollback to a local last-known-good config after a failed health gate,
+//     and an agent start that finds the local config active. After a rollback
+//     to local the store still names the failed assignment, but the file is the
+//     local config; a later reset has nothing to restore, and a later Apply
+//     takes the file as it is then.
+//   - Restore without a baseline leaves the file alone: dkc has nothing in it.
+//
+// A crash between Restore's write and the removal leaves a baseline equal to
+// the file, which is harmless: the next Restore writes the same bytes, the
+// next Apply keeps it as the local config. The baseline is never removed
+// before the file is restored: the file would hold dkc's config with nothing
+// to restore, and the next Apply would take dkc's config for the local one.
 package kubelet
 
 import (
@@ -42,6 +68,12 @@ type Writer interface {
 	// Effective is the full config the kubelet will load on its next start:
 	// --config with every *.conf drop-in merged over it in lexical order.
 	Effective() ([]byte, error)
+	// Preview is the full config, as JSON, that Effective would return
+	// after Apply(payload), computed without writing anything; a nil
+	// payload previews Restore. Replace: payload with the config dir's
+	// drop-ins merged over it. Drop-in: --config with the drop-ins merged
+	// over it in lexical order, payload taking the place of DropInName.
+	Preview(payload []byte) ([]byte, error)
 }
 
 // Restarter restarts the kubelet and returns once the restart job finished.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -15,27 +16,31 @@ import (
 )
 
 // BaselineName is the name under which the replace writer keeps the node's
-// original --config file in its BaselineStore.
+// local --config file in its BaselineStore.
 const BaselineName = "config"
 
-// BaselineStore keeps the node's original local config, captured once before
-// dkc first overwrites it. *checkpoint.Store implements it.
+// BaselineStore keeps the node's local config while dkc's config is in the
+// --config file. *checkpoint.Store implements it.
 type BaselineStore interface {
 	// SaveBaseline saves data under name unless something is saved there
 	// already, and reports whether it wrote.
 	SaveBaseline(name string, data []byte) (bool, error)
 	// Baseline returns what was saved under name, and false if nothing was.
 	Baseline(name string) ([]byte, bool, error)
+	// RemoveBaseline removes what was saved under name, durably; removing
+	// nothing is not an error.
+	RemoveBaseline(name string) error
 }
 
-// ReplaceWriter writes the whole payload to the kubelet's --config file. The
-// file's content before dkc's first write is kept in a BaselineStore, so that
-// Restore can put it back.
+// ReplaceWriter writes the whole payload to the kubelet's --config file. It
+// keeps the file's local content in a BaselineStore for as long as dkc's
+// config may be in the file, so that Restore can put it back; see the
+// package documentation for when the baseline is taken and dropped.
 type ReplaceWriter struct {
 	// ConfigPath is the kubelet's --config file.
 	ConfigPath string
 	// ConfigDir is the kubelet's --config-dir, if it has one; Effective
-	// merges its *.conf drop-ins over ConfigPath. Optional.
+	// and Preview merge its *.conf drop-ins over ConfigPath. Optional.
 	ConfigDir string
 	// Store keeps the baseline.
 	Store BaselineStore
@@ -44,7 +49,7 @@ type ReplaceWriter struct {
 var _ Writer = &ReplaceWriter{}
 
 // NewReplaceWriter returns a Writer that replaces the --config file at
-// configPath and keeps its original content in store. Set ConfigDir on the
+// configPath and keeps its local content in store. Set ConfigDir on the
 // result when the kubelet also runs with --config-dir.
 func NewReplaceWriter(configPath string, store BaselineStore) *ReplaceWriter {
 	return &ReplaceWriter{ConfigPath: configPath, Store: store}
@@ -53,8 +58,8 @@ func NewReplaceWriter(configPath string, store BaselineStore) *ReplaceWriter {
 // Mode is Replace.
 func (w *ReplaceWriter) Mode() ApplyMode { return Replace }
 
-// Local returns the baseline, or the current --config file while dkc has not
-// written it yet.
+// Local returns the baseline, or the current --config file while dkc has
+// nothing in it.
 func (w *ReplaceWriter) Local() ([]byte, error) {
 	data, ok, err := w.Store.Baseline(BaselineName)
 	if err != nil {
@@ -70,8 +75,9 @@ func (w *ReplaceWriter) Local() ([]byte, error) {
 	return data, nil
 }
 
-// Apply captures the baseline if it is not captured yet, then replaces the
-// --config file with payload, keeping the file's mode and owner.
+// Apply captures the --config file as the baseline unless a baseline is
+// kept already (dkc's config is in the file then), and replaces the file
+// with payload, keeping its mode and owner.
 func (w *ReplaceWriter) Apply(payload []byte) error {
 	if err := w.captureBaseline(); err != nil {
 		return err
@@ -98,8 +104,10 @@ func (w *ReplaceWriter) captureBaseline() error {
 	return nil
 }
 
-// Restore writes the baseline back to the --config file. Without a baseline
-// dkc never wrote the file, so there is nothing to restore.
+// Restore writes the baseline back to the --config file and then removes
+// it, so that the next Apply captures the file as it is then, with any edit
+// the operator made while the node ran its local config. Without a baseline
+// dkc has nothing in the file, and Restore leaves it alone.
 func (w *ReplaceWriter) Restore() error {
 	data, ok, err := w.Store.Baseline(BaselineName)
 	if err != nil {
@@ -111,6 +119,11 @@ func (w *ReplaceWriter) Restore() error {
 	if err := writeFileAtomic(w.ConfigPath, data, 0o600); err != nil {
 		return fmt.Errorf("restore kubelet config: %w", err)
 	}
+	// Only now: a crash before this line leaves a baseline equal to the
+	// file, which the next Restore writes again and the next Apply keeps.
+	if err := w.Store.RemoveBaseline(BaselineName); err != nil {
+		return fmt.Errorf("restore kubelet config: drop baseline: %w", err)
+	}
 	return nil
 }
 
@@ -118,6 +131,27 @@ func (w *ReplaceWriter) Restore() error {
 // ConfigDir merged over it when ConfigDir is set.
 func (w *ReplaceWriter) Effective() ([]byte, error) {
 	return effective(w.ConfigPath, w.ConfigDir)
+}
+
+// Preview returns payload (nil: the local config) as JSON, with the *.conf
+// drop-ins of ConfigDir merged over it when ConfigDir is set.
+func (w *ReplaceWriter) Preview(payload []byte) ([]byte, error) {
+	if payload == nil {
+		local, err := w.Local()
+		if err != nil {
+			return nil, fmt.Errorf("preview kubelet config: %w", err)
+		}
+		payload = local
+	}
+	dropIns, err := readDropIns(w.ConfigDir)
+	if err != nil {
+		return nil, fmt.Errorf("preview kubelet config: %w", err)
+	}
+	merged, err := merge(payload, "payload", dropIns)
+	if err != nil {
+		return nil, fmt.Errorf("preview kubelet config: %w", err)
+	}
+	return merged, nil
 }
 
 // DropInWriter writes the payload as DropInName in the kubelet's
@@ -178,25 +212,72 @@ func (w *DropInWriter) Effective() ([]byte, error) {
 	return effective(w.ConfigPath, w.ConfigDir)
 }
 
+// Preview returns --config with the *.conf files of the config dir merged
+// over it in lexical order, as JSON, payload taking the place of DropInName
+// (nil: without it).
+func (w *DropInWriter) Preview(payload []byte) ([]byte, error) {
+	base, err := os.ReadFile(w.ConfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("preview kubelet config: %w", err)
+	}
+	dropIns, err := readDropIns(w.ConfigDir)
+	if err != nil {
+		return nil, fmt.Errorf("preview kubelet config: %w", err)
+	}
+	dropIns = slices.DeleteFunc(dropIns, func(d dropIn) bool { return d.name == DropInName })
+	if payload != nil {
+		dropIns = append(dropIns, dropIn{name: DropInName, label: "payload", data: payload})
+		slices.SortFunc(dropIns, func(a, b dropIn) int { return strings.Compare(a.name, b.name) })
+	}
+	merged, err := merge(base, w.ConfigPath, dropIns)
+	if err != nil {
+		return nil, fmt.Errorf("preview kubelet config: %w", err)
+	}
+	return merged, nil
+}
+
 // effective merges the *.conf files of configDir (if not empty) over the
-// config file at configPath, as the kubelet does: in lexical order of their
-// names, each as an RFC 7386 JSON merge patch. Only regular files (or links
-// to them) whose names end in ".conf" count.
+// config file at configPath, as the kubelet does.
 func effective(configPath, configDir string) ([]byte, error) {
-	base, err := readJSON(configPath)
+	base, err := os.ReadFile(configPath)
 	if err != nil {
 		return nil, fmt.Errorf("effective kubelet config: %w", err)
 	}
+	dropIns, err := readDropIns(configDir)
+	if err != nil {
+		return nil, fmt.Errorf("effective kubelet config: %w", err)
+	}
+	merged, err := merge(base, configPath, dropIns)
+	if err != nil {
+		return nil, fmt.Errorf("effective kubelet config: %w", err)
+	}
+	return merged, nil
+}
+
+// dropIn is one *.conf file of a config dir, or the payload in its place.
+type dropIn struct {
+	// name orders the drop-ins.
+	name string
+	// label names the drop-in in errors: its path, or "payload".
+	label string
+	data  []byte
+}
+
+// readDropIns reads the drop-ins of configDir in lexical order of their
+// names, as the kubelet reads them: only regular files (or links to them)
+// whose names end in ".conf". An empty or missing configDir has none.
+func readDropIns(configDir string) ([]dropIn, error) {
 	if configDir == "" {
-		return base, nil
+		return nil, nil
 	}
 	entries, err := os.ReadDir(configDir) // sorted by name
 	if errors.Is(err, fs.ErrNotExist) {
-		return base, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("effective kubelet config: %w", err)
+		return nil, err
 	}
+	var out []dropIn
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".conf") {
 			continue
@@ -205,26 +286,40 @@ func effective(configPath, configDir string) ([]byte, error) {
 		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
-		patch, err := readJSON(path)
+		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("effective kubelet config: %w", err)
+			return nil, err
 		}
-		if base, err = kubeletconfig.MergePatch(base, patch); err != nil {
-			return nil, fmt.Errorf("effective kubelet config: drop-in %s: %w", path, err)
-		}
+		out = append(out, dropIn{name: e.Name(), label: path, data: data})
 	}
-	return base, nil
+	return out, nil
 }
 
-// readJSON reads a YAML or JSON file and returns it as JSON.
-func readJSON(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+// merge applies dropIns, in order, each as an RFC 7386 JSON merge patch over
+// base (YAML or JSON, named baseLabel in errors), and returns the result as
+// JSON.
+func merge(base []byte, baseLabel string, dropIns []dropIn) ([]byte, error) {
+	merged, err := toJSON(base, baseLabel)
 	if err != nil {
 		return nil, err
 	}
+	for _, d := range dropIns {
+		patch, err := toJSON(d.data, d.label)
+		if err != nil {
+			return nil, err
+		}
+		if merged, err = kubeletconfig.MergePatch(merged, patch); err != nil {
+			return nil, fmt.Errorf("drop-in %s: %w", d.label, err)
+		}
+	}
+	return merged, nil
+}
+
+// toJSON converts YAML or JSON data, named label in errors, to JSON.
+func toJSON(data []byte, label string) ([]byte, error) {
 	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
+		return nil, fmt.Errorf("parse %s: %w", label, err)
 	}
 	return j, nil
 }

@@ -29,7 +29,8 @@ import (
 // TestAgent runs `kubectl dkc agent` for the first of two real kubelets, as
 // the identity of deploy/rbac.yaml, and walks the whole DKC loop: apply,
 // trial, refusal, rollback, kill -9 in the middle of an apply, an
-// unreachable apiserver, and reset. The second node must stay untouched.
+// unreachable apiserver, reset, and an operator's edit of the local config
+// between two assignments. The second node must stay untouched.
 func TestAgent(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 2})
 	ctx := context.Background()
@@ -288,6 +289,40 @@ func TestAgent(t *testing.T) {
 		}
 		wantCondition(t, c, n.Name, "True", "Reset")
 		wantEvent(t, c, n.Name, "Reset")
+	})
+
+	t.Run("an operator's edit after a reset survives the next assign and reset", func(t *testing.T) {
+		// The node runs its local config; the operator edits it.
+		edited := withPods(111, nil)
+		if err := os.WriteFile(n.ConfigPath, []byte(edited), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.RestartKubelet(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "configz maxPods 111", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(111) })
+
+		createConfigMap(t, c, "agent-e", withPods(46, nil))
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-e")
+		waitStatus(t, c, n.Name, time.Minute, "active agent-e", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "agent-e")
+		})
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(46) {
+			t.Errorf("configz maxPods %v, want 46", got)
+		}
+
+		mustDKC(t, c, "", "reset", n.Name)
+		waitStatus(t, c, n.Name, time.Minute, "no status", func(st *corev1.NodeConfigStatus) bool { return st == nil })
+		waitFor(t, 30*time.Second, "configz maxPods 111, the operator's edit", func() bool {
+			return configz(t, c, n.Name)["maxPods"] == float64(111)
+		})
+		onDisk, err := os.ReadFile(n.ConfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(onDisk) != edited {
+			t.Errorf("kubelet config after reset is not the operator's edit:\n%s", onDisk)
+		}
 	})
 
 	t.Run("other node untouched", func(t *testing.T) {

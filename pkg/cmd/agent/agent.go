@@ -246,12 +246,6 @@ func (o *Options) Run(ctx context.Context) error {
 		w.ConfigDir = o.KubeletConfigDir
 		a.Writer = w
 	}
-	a.Previewer = &dkcagent.FilePreviewer{
-		Mode:       kubelet.ApplyMode(o.ApplyMode),
-		ConfigPath: o.KubeletConfig,
-		ConfigDir:  o.KubeletConfigDir,
-		Local:      a.Writer.Local,
-	}
 	switch o.Restart {
 	case RestartExec:
 		r := kubelet.NewExecRestarter(shell(o.RestartCommand), o.RestartTimeout)

@@ -21,13 +21,18 @@ type FakeWriter struct {
 	// Current is the config as the kubelet would load it: Apply sets it to
 	// the payload and Restore to LocalConfig. Effective returns it.
 	Current []byte
+	// Owned means dkc's config is in place, as a real writer's baseline or
+	// drop-in says: Apply sets it. Restore, when it is set, makes
+	// LocalConfig Current and clears it; otherwise Restore changes nothing,
+	// as the real writers leave a config alone that dkc never wrote.
+	Owned bool
 	// Applied records every payload passed to Apply, successful or not.
 	Applied [][]byte
 	// Calls records the method names called, in order.
 	Calls []string
-	// LocalErr, ApplyErr, RestoreErr and EffectiveErr, when set, are
-	// returned by their method, which then changes nothing.
-	LocalErr, ApplyErr, RestoreErr, EffectiveErr error
+	// LocalErr, ApplyErr, RestoreErr, EffectiveErr and PreviewErr, when
+	// set, are returned by their method, which then changes nothing.
+	LocalErr, ApplyErr, RestoreErr, EffectiveErr, PreviewErr error
 }
 
 var _ kubelet.Writer = &FakeWriter{}
@@ -64,10 +69,11 @@ func (w *FakeWriter) Apply(payload []byte) error {
 		return w.ApplyErr
 	}
 	w.Current = payload
+	w.Owned = true
 	return nil
 }
 
-// Restore makes LocalConfig Current.
+// Restore makes LocalConfig Current if Owned, and clears Owned.
 func (w *FakeWriter) Restore() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -75,8 +81,26 @@ func (w *FakeWriter) Restore() error {
 	if w.RestoreErr != nil {
 		return w.RestoreErr
 	}
-	w.Current = w.LocalConfig
+	if w.Owned {
+		w.Current = w.LocalConfig
+		w.Owned = false
+	}
 	return nil
+}
+
+// Preview returns payload, or LocalConfig for a nil payload: the fake has
+// no drop-ins to merge.
+func (w *FakeWriter) Preview(payload []byte) ([]byte, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.Calls = append(w.Calls, "Preview")
+	if w.PreviewErr != nil {
+		return nil, w.PreviewErr
+	}
+	if payload == nil {
+		return w.LocalConfig, nil
+	}
+	return payload, nil
 }
 
 // Effective returns Current.

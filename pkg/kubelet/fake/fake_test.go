@@ -29,7 +29,26 @@ func TestFakeWriter(t *testing.T) {
 	if got, _ := w.Effective(); string(got) != "local" {
 		t.Errorf("Effective after Restore = %q, want %q", got, "local")
 	}
-	if diff := cmp.Diff([]string{"Apply", "Effective", "Apply", "Restore", "Effective"}, w.Calls); diff != "" {
+	// Restore leaves a config alone that was not applied, as the real
+	// writers do.
+	w.Current = []byte("operator's")
+	if err := w.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := w.Effective(); string(got) != "operator's" {
+		t.Errorf("Effective after Restore without Apply = %q, want %q", got, "operator's")
+	}
+	for _, tc := range []struct{ payload, want string }{{"p", "p"}, {"", "local"}} {
+		var payload []byte
+		if tc.payload != "" {
+			payload = []byte(tc.payload)
+		}
+		if got, err := w.Preview(payload); err != nil || string(got) != tc.want {
+			t.Errorf("Preview(%q) = %q, %v; want %q", tc.payload, got, err, tc.want)
+		}
+	}
+	want := []string{"Apply", "Effective", "Apply", "Restore", "Effective", "Restore", "Effective", "Preview", "Preview"}
+	if diff := cmp.Diff(want, w.Calls); diff != "" {
 		t.Errorf("Calls (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([][]byte{[]byte("new"), []byte("newer")}, w.Applied); diff != "" {
