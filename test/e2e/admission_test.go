@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// policyMessage is the start of deploy/admission-policy.yaml's message.
+const policyMessage = "only operators may assign configs"
+
+// TestAdmissionPolicy applies deploy/admission-policy.yaml to a real 1.36
+// apiserver and proves that a node's own credential can no longer add,
+// change or remove its kubectl-dkc.io/config-source annotation (through
+// nodes or nodes/status, nor register with one), while it can still write
+// kubectl-dkc.io/config-status, the kubelet keeps reporting, the operator
+// still assigns and resets, and the agent's identity is not matched.
+func TestAdmissionPolicy(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 1})
+	ctx := context.Background()
+	n := c.Nodes[0]
+	nodeClient := nodeCredentialClient(t, c, 0)
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	agentKubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentClient := kubeconfigClient(t, agentKubeconfig)
+
+	createConfigMap(t, c, "policy-a", string(n.DefaultKubeletConfig()))
+	createConfigMap(t, c, "policy-b", string(n.DefaultKubeletConfig()))
+	srcA := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: source.DefaultNamespace, Name: "policy-a", KubeletConfigKey: "kubelet"}}
+	srcB := srcA.DeepCopy()
+	srcB.ConfigMap.Name = "policy-b"
+	assignPatch := func(src *corev1.NodeConfigSource) []byte {
+		t.Helper()
+		p, err := source.AssignPatch(source.Annotation, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// patchAs patches the Node (subresource "" or "status") with client.
+	patchAs := func(client kubernetes.Interface, patch []byte, dryRun bool, subresource ...string) error {
+		opts := metav1.PatchOptions{FieldManager: source.FieldManager}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, opts, subresource...)
+		return err
+	}
+	denied := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), policyMessage)
+	}
+
+	t.Run("without the policy the node credential reassigns itself", func(t *testing.T) {
+		if err := patchAs(nodeClient, assignPatch(srcA), true); err != nil {
+			t.Fatalf("node %s changing its own %s (dry run): %v, want allowed before the policy", n.Name, source.AssignedAnnotation, err)
+		}
+	})
+
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "admission-policy.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	var last error
+	waitFor(t, 30*time.Second, "the policy to deny the node (dry run)", func() bool {
+		last = patchAs(nodeClient, assignPatch(srcA), true)
+		return denied(last)
+	})
+	t.Logf("policy effective %s after creation; the node is told: %v", time.Since(began).Round(time.Millisecond), last)
+
+	t.Run("the node credential cannot add, change or remove its assignment", func(t *testing.T) {
+		for _, sub := range []string{"", "status"} {
+			var subs []string
+			resource := "nodes"
+			if sub != "" {
+				subs, resource = []string{sub}, "nodes/"+sub
+			}
+			// Add, while none is assigned.
+			if err := patchAs(nodeClient, assignPatch(srcA), false, subs...); !denied(err) {
+				t.Errorf("node adding %s through %s: err %v, want Forbidden with %q", source.AssignedAnnotation, resource, err, policyMessage)
+			}
+		}
+		mustDKC(t, c, "", "assign", n.Name, "--config", "policy-a")
+		for _, sub := range []string{"", "status"} {
+			var subs []string
+			resource := "nodes"
+			if sub != "" {
+				subs, resource = []string{sub}, "nodes/"+sub
+			}
+			if err := patchAs(nodeClient, assignPatch(srcB), false, subs...); !denied(err) {
+				t.Errorf("node changing %s through %s: err %v, want Forbidden with %q", source.AssignedAnnotation, resource, err, policyMessage)
+			}
+			if err := patchAs(nodeClient, assignPatch(nil), false, subs...); !denied(err) {
+				t.Errorf("node removing %s through %s: err %v, want Forbidden with %q", source.AssignedAnnotation, resource, err, policyMessage)
+			}
+		}
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := source.Assigned(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == nil || got.ConfigMap.Name != "policy-a" {
+			t.Errorf("assignment after the node's attempts = %v, want policy-a, the operator's", got)
+		}
+		// Nor register a Node object that carries one: admission runs
+		// before the apiserver finds the Node exists.
+		_, err = nodeClient.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:        n.Name,
+			Annotations: map[string]string{source.AssignedAnnotation: `{"configMap":{"namespace":"kube-system","name":"policy-b","kubeletConfigKey":"kubelet"}}`},
+		}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !denied(err) {
+			t.Errorf("node creating its Node with %s: err %v, want Forbidden with %q", source.AssignedAnnotation, err, policyMessage)
+		}
+	})
+
+	t.Run("the node credential still writes its status", func(t *testing.T) {
+		// As the agent does with the node's credential: nodes/status.
+		writeStatusAsAgent(t, c, 0, &corev1.NodeConfigStatus{Assigned: srcA, Active: srcA})
+		// Other annotations and labels on the Node itself.
+		if err := patchAs(nodeClient, []byte(`{"metadata":{"annotations":{"`+source.Prefix+`e2e":"x"},"labels":{"`+source.Prefix+`e2e":"x"}}}`), false); err != nil {
+			t.Errorf("node setting its own annotation and label %se2e: %v", source.Prefix, err)
+		}
+	})
+
+	t.Run("the kubelet keeps registering and reporting", func(t *testing.T) {
+		before := readyHeartbeat(t, c, n.Name)
+		if err := n.RestartKubelet(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "a new Ready heartbeat from the restarted kubelet", func() bool {
+			return readyHeartbeat(t, c, n.Name).After(before.Time)
+		})
+		waitReady(t, c, n.Name)
+		log, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(log), policyMessage) {
+			t.Errorf("the kubelet's log shows the policy denying it")
+		}
+	})
+
+	t.Run("the agent identity is not matched", func(t *testing.T) {
+		stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Assigned: srcA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := patchAs(agentClient, stPatch, false, "status"); err != nil {
+			t.Errorf("agent %s writing the status: %v", framework.AgentIdentity, err)
+		}
+		// deploy/rbac.yaml lets it patch Nodes; the policy does not judge it.
+		if err := patchAs(agentClient, assignPatch(srcB), true); err != nil {
+			t.Errorf("agent %s changing %s (dry run): %v, want allowed (the policy matches system:nodes only)", framework.AgentIdentity, source.AssignedAnnotation, err)
+		}
+	})
+
+	t.Run("the operator still assigns and resets", func(t *testing.T) {
+		mustDKC(t, c, "", "assign", n.Name, "--config", "policy-b")
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := source.Assigned(node); err != nil || got == nil || got.ConfigMap.Name != "policy-b" {
+			t.Errorf("assignment = %v (%v), want policy-b", got, err)
+		}
+		mustDKC(t, c, "", "reset", n.Name)
+		node, err = c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := node.Annotations[source.AssignedAnnotation]; ok {
+			t.Errorf("%s after reset = %q, want it removed", source.AssignedAnnotation, v)
+		}
+	})
+}
+
+// kubeconfigClient is a client from the kubeconfig file at path.
+func kubeconfigClient(t *testing.T, path string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// readyHeartbeat is the lastHeartbeatTime of node's Ready condition.
+func readyHeartbeat(t *testing.T, c *framework.Cluster, node string) metav1.Time {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.LastHeartbeatTime
+		}
+	}
+	return metav1.Time{}
+}
