@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the e2e harness and the local cluster
-# run: kube-apiserver and kubelet from k8s.io/kubernetes, and etcd from
+# run, and the kubectl the plugin-discovery and --append-hash tests use:
+# kube-apiserver, kubelet and kubectl from k8s.io/kubernetes, and etcd from
 # go.etcd.io/etcd/server, at the versions pinned in hack/tools/go.mod.
 # Binaries land in $DKC_BIN_DIR (default ~/.cache/kubectl-dkc/bin/v1.36.3)
 # and are reused when present.
@@ -31,4 +32,5 @@ build() { # name package
 build etcd ./etcd
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kubelet k8s.io/kubernetes/cmd/kubelet
+build kubectl k8s.io/kubernetes/cmd/kubectl
 echo "$bin_dir"

@@ -21,7 +21,7 @@ func TestLocalCluster(t *testing.T) {
 		}
 		t.Skipf("skipping e2e (set CI=true to make this a failure): %v", err)
 	}
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := framework.Kubectl()
 	if err != nil {
 		if framework.InCI() {
 			t.Fatal("CI=true: kubectl is not on PATH")

@@ -14,7 +14,7 @@ import (
 // TestPluginDiscovery runs the binary the way users do: as a plugin that the
 // real kubectl finds on PATH under the name kubectl-dkc.
 func TestPluginDiscovery(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := framework.Kubectl()
 	if err != nil {
 		if framework.InCI() {
 			t.Fatalf("kubectl is not on PATH: %v", err)

@@ -378,9 +378,9 @@ func dkcAs(t *testing.T, kubeconfig, stdin string, args ...string) result {
 // --from-file=kubelet=FILE --append-hash` gives, or "" without kubectl.
 func kubectlHashName(t *testing.T, name, file string) string {
 	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := framework.Kubectl()
 	if err != nil {
-		t.Logf("no kubectl on PATH: the hash is checked against fixed vectors in unit tests only")
+		t.Logf("no kubectl: the hash is checked against fixed vectors in unit tests only")
 		return ""
 	}
 	cmd := exec.Command(kubectl, "create", "configmap", name, "--from-file=kubelet="+file,

@@ -506,3 +506,13 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 		}
 	}
 }
+
+// Kubectl is the kubectl the tests run: v1.36.3 from the components'
+// BinDir (hack/build-components.sh builds it), else the one on PATH.
+func Kubectl() (string, error) {
+	pinned := filepath.Join(DefaultBinDir(), "kubectl")
+	if _, err := os.Stat(pinned); err == nil {
+		return pinned, nil
+	}
+	return exec.LookPath("kubectl")
+}
