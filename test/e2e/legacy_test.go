@@ -152,15 +152,30 @@ func TestLegacyNativeDKC(t *testing.T) {
 
 	// DESIGN.md's caveat, on the original system: configz omits an empty
 	// enforceNodeAllocatable, so the snapshot, pushed as it is, defaults it
-	// to [pods], which kubelet 1.23 rejects without cgroupsPerQOS. The
-	// kubelet's DKC keeps its last-known-good (local) config and reports
-	// upstream's error string.
+	// to [pods], which the kubelet rejects without cgroupsPerQOS. dkc push
+	// refuses it, naming the field. Put in a ConfigMap by hand, as the old
+	// workflow did, the kubelet's DKC keeps its last-known-good (local)
+	// config and reports upstream's error string.
 	t.Run("an invalid config falls back and reports upstream's error", func(t *testing.T) {
 		if _, ok := cfg["enforceNodeAllocatable"]; ok {
 			t.Fatalf("snapshot has enforceNodeAllocatable %v; DESIGN.md says configz drops an empty list", cfg["enforceNodeAllocatable"])
 		}
-		bad := push("legacy-naive", cfg)
-		r := dkc(t, c, "", "assign", n.Name, "--config", bad.Name, "--wait", "--timeout", "3m")
+		naive, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := dkc(t, c, string(naive), "push", "-", "--name", "legacy-naive")
+		if r.ExitCode == 0 || !strings.Contains(r.Stderr, "enforceNodeAllocatable: absent") {
+			t.Errorf("push of the naive snapshot: exit %d, stderr %q; want it refused naming enforceNodeAllocatable", r.ExitCode, r.Stderr)
+		}
+		bad, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "legacy-naive", Namespace: "kube-system"},
+			Data:       map[string]string{"kubelet": string(naive)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = dkc(t, c, "", "assign", n.Name, "--config", bad.Name, "--wait", "--timeout", "3m")
 		if r.ExitCode != dkcstatus.ExitConfigError {
 			t.Errorf("assign --wait exit %d, want %d (config error)", r.ExitCode, dkcstatus.ExitConfigError)
 		}
