@@ -13,6 +13,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -70,6 +71,11 @@ type Agent struct {
 	// kubelet's health, with Ready updated since *verify.
 	verify *time.Time
 
+	// downloadFailed is the download error last reported with an Event,
+	// so that a ConfigMap that stays unreadable is reported once, not on
+	// every retry.
+	downloadFailed string
+
 	cms configMapWatch
 }
 
@@ -120,7 +126,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, err := nodes.Informer().AddEventHandler(handler); err != nil {
 		return fmt.Errorf("watch node: %w", err)
 	}
-	a.cms = configMapWatch{client: a.Client, handler: handler}
+	a.cms = configMapWatch{client: a.Client, handler: handler, enqueue: func() { queue.Add(nodeKey) }}
 	nodeFactory.Start(ctx.Done())
 
 	var wg sync.WaitGroup
@@ -181,9 +187,17 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 
 // configMapWatch is an informer on the one ConfigMap assigned to the node,
 // replaced when the assignment names another one.
+//
+// Its reflector lists and watches with client-go's backoff (0.8 s doubling
+// to 30 s). Until the first list succeeds, the last list error is kept, so
+// that a ConfigMap the agent may not read (no RBAC in its namespace) shows in
+// the node's status instead of only in the agent's log; each error and the
+// first sync queue the node again.
 type configMapWatch struct {
 	client  kubernetes.Interface
 	handler cache.ResourceEventHandler
+	// enqueue queues the node for a sync.
+	enqueue func()
 
 	mu        sync.Mutex
 	namespace string
@@ -192,31 +206,97 @@ type configMapWatch struct {
 	informer  cache.SharedIndexInformer
 	lister    corelisters.ConfigMapLister
 	cancel    context.CancelFunc
+	// listErr holds the last error of the informer's list before its
+	// first sync.
+	listErr *lastError
+}
+
+// lastError is an error set by one goroutine and read by another. It has
+// its own lock: the reflector sets it while configMapWatch.mu may be held
+// by a Shutdown that waits for that reflector.
+type lastError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (l *lastError) set(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err = err
+}
+
+func (l *lastError) get() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// listError is a failure to list the assigned ConfigMap: the agent cannot
+// download it. The informer keeps retrying.
+type listError struct {
+	err error
+}
+
+func (e *listError) Error() string { return e.err.Error() }
+func (e *listError) Unwrap() error { return e.err }
+
+// detail is the apiserver's message, such as `configmaps "x" is forbidden:
+// User "..." cannot list resource "configmaps" ...`, else the error.
+func (e *listError) detail() string {
+	var s apierrors.APIStatus
+	if errors.As(e.err, &s) && s.Status().Message != "" {
+		return s.Status().Message
+	}
+	return e.err.Error()
 }
 
 // get returns the ConfigMap ns/name from its informer, starting the
-// informer (and stopping the previous one) when ns/name is new.
+// informer (and stopping the previous one) when ns/name is new. Before the
+// informer's first sync it returns a *listError when a list failed, else
+// errNotSynced.
 func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.factory == nil || w.namespace != ns || w.name != name {
 		w.stopLocked()
 		ctx, cancel := context.WithCancel(context.Background())
-		w.factory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+		factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 			}))
-		cms := w.factory.Core().V1().ConfigMaps()
-		w.informer, w.lister = cms.Informer(), cms.Lister()
-		if _, err := w.informer.AddEventHandler(w.handler); err != nil {
+		cms := factory.Core().V1().ConfigMaps()
+		informer := cms.Informer()
+		if _, err := informer.AddEventHandler(w.handler); err != nil {
 			cancel()
 			return nil, err
 		}
+		listErr := &lastError{}
+		if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+			if !informer.HasSynced() {
+				listErr.set(err)
+				w.enqueue()
+			}
+		}); err != nil {
+			cancel()
+			return nil, err
+		}
+		w.factory, w.informer, w.lister, w.listErr = factory, informer, cms.Lister(), listErr
 		w.namespace, w.name, w.cancel = ns, name, cancel
-		w.factory.Start(ctx.Done())
+		factory.Start(ctx.Done())
+		go func() {
+			// A ConfigMap that does not exist sends no event: the sync
+			// itself queues the node.
+			if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+				w.enqueue()
+			}
+		}()
 	}
 	if !w.informer.HasSynced() {
+		if err := w.listErr.get(); err != nil {
+			return nil, &listError{err: err}
+		}
 		return nil, errNotSynced
 	}
 	cm, err := w.lister.ConfigMaps(ns).Get(name)
@@ -239,5 +319,5 @@ func (w *configMapWatch) stopLocked() {
 	w.cancel()
 	w.factory.Shutdown()
 	w.factory, w.informer, w.lister, w.cancel = nil, nil, nil, nil
-	w.namespace, w.name = "", ""
+	w.namespace, w.name, w.listErr = "", "", nil
 }

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -282,14 +286,78 @@ func TestRefusedBeforeKubelet(t *testing.T) {
 }
 
 func TestDownloadError(t *testing.T) {
-	e := newEnv(t)
-	e.assign(t, "missing")
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x",
+		errors.New(`User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`))
+	tests := map[string]struct {
+		// err is what the ConfigMap's informer says until the ConfigMap
+		// becomes readable; nil: the fake clientset's NotFound.
+		err       error
+		wantError string
+	}{
+		"not found": {
+			wantError: "failed to sync: failed to download config, see Kubelet log for details: configmap kube-system/x not found",
+		},
+		"forbidden": {
+			err:       &listError{err: fmt.Errorf("failed to list *v1.ConfigMap: %w", forbidden)},
+			wantError: `failed to sync: failed to download config, see Kubelet log for details: configmaps "x" is forbidden: User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`,
+		},
+		"apiserver unreachable": {
+			err:       &listError{err: errors.New("failed to list *v1.ConfigMap: dial tcp 127.0.0.1:1: connect: connection refused")},
+			wantError: "failed to sync: failed to download config, see Kubelet log for details: failed to list *v1.ConfigMap: dial tcp 127.0.0.1:1: connect: connection refused",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.configMap(t, "a", cfgA, nil)
+			e.assign(t, "a")
+			e.sync(t)
+			e.clk.Step(trial)
+			e.sync(t)
+			e.events()
+			before := e.stored(t)
+			readable := false
+			get := func(ns, name string) (*corev1.ConfigMap, error) {
+				if tc.err != nil && !readable {
+					return nil, tc.err
+				}
+				return e.getConfigMap(ns, name)
+			}
+			syncWith := func() {
+				t.Helper()
+				if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
+					t.Fatalf("sync: %v", err)
+				}
+			}
+			e.assign(t, "x")
 
-	e.sync(t)
+			syncWith()
 
-	diff(t, "status", &corev1.NodeConfigStatus{Error: "failed to sync: failed to download config, see Kubelet log for details: configmap kube-system/missing not found"}, e.status(t))
-	diff(t, "condition", "False Failed", e.condition(t))
-	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+			diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Active: ref("a", "1"), LastKnownGood: ref("a", "1"), Error: tc.wantError}, e.status(t))
+			diff(t, "condition", "False Failed", e.condition(t))
+			diff(t, "events", []string{"Warning Failed"}, e.events())
+			diff(t, "kubelet config", cfgA, string(e.writer.Current))
+			diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
+			after := e.stored(t)
+			diff(t, "meta/assigned", before.assigned, after.assigned)
+			diff(t, "meta/last-known-good", before.lastKnownGood, after.lastKnownGood)
+			diff(t, "last error", before.lastError, after.lastError)
+
+			// Each retry keeps the status and records no other Event.
+			syncWith()
+			syncWith()
+			diff(t, "events", []string(nil), e.events())
+			diff(t, "status error", tc.wantError, e.status(t).Error)
+
+			// The ConfigMap becomes readable: the node converges.
+			readable = true
+			e.configMap(t, "x", cfgB, nil)
+			syncWith()
+			diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("x", "1"), Active: ref("x", "1"), LastKnownGood: ref("a", "1")}, e.status(t))
+			diff(t, "kubelet config", cfgB, string(e.writer.Current))
+			diff(t, "events", []string{"Normal Applied"}, e.events())
+		})
+	}
 }
 
 func TestUnsafeChangeWithOptIn(t *testing.T) {
@@ -619,4 +687,90 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestConfigMapWatch runs the assigned ConfigMap's informer on a fake
+// clientset: a list that fails shows as a *listError (and queues the node),
+// the informer retries with backoff, and the first successful list queues
+// the node again, whether the ConfigMap exists or not.
+func TestConfigMapWatch(t *testing.T) {
+	tests := map[string]struct {
+		// create the ConfigMap when the list starts to succeed.
+		create     bool
+		wantDetail string
+		wantErr    string
+	}{
+		"forbidden, then granted, the ConfigMap exists": {
+			create:     true,
+			wantDetail: `configmaps "x" is forbidden: User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`,
+		},
+		"forbidden, then granted, the ConfigMap does not exist": {
+			wantDetail: `configmaps "x" is forbidden: User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`,
+			wantErr:    `configmap "x" not found`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			var granted atomic.Bool
+			client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if granted.Load() {
+					return false, nil, nil
+				}
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x",
+					errors.New(`User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`))
+			})
+			queued := make(chan struct{}, 100)
+			w := &configMapWatch{client: client, handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }}
+			t.Cleanup(w.stop)
+			wait := func(what string) {
+				t.Helper()
+				select {
+				case <-queued:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("timed out waiting for the node to be queued: %s", what)
+				}
+			}
+
+			var lerr *listError
+			if _, err := w.get("default", "x"); !errors.Is(err, errNotSynced) && !errors.As(err, &lerr) {
+				t.Fatalf("first get: error %v, want %v or a *listError", err, errNotSynced)
+			}
+			wait("the list failed")
+			_, err := w.get("default", "x")
+			if !errors.As(err, &lerr) {
+				t.Fatalf("get after a failed list: error %v, want a *listError", err)
+			}
+			diff(t, "detail", tc.wantDetail, lerr.detail())
+
+			if tc.create {
+				if _, err := client.CoreV1().ConfigMaps("default").Create(context.Background(),
+					&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			granted.Store(true)
+			// The informer retries after its backoff (0.8 s at first).
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				wait("the list succeeded")
+				cm, err := w.get("default", "x")
+				if errors.As(err, &lerr) && time.Now().Before(deadline) {
+					continue // a retry failed before the grant
+				}
+				gotErr := ""
+				if err != nil {
+					gotErr = err.Error()
+				}
+				diff(t, "error", tc.wantErr, gotErr)
+				if tc.create && (cm == nil || cm.Name != "x") {
+					t.Errorf("get returned %v, want ConfigMap x", cm)
+				}
+				if !tc.create && !apierrors.IsNotFound(err) {
+					t.Errorf("error %v is not NotFound", err)
+				}
+				break
+			}
+		})
+	}
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // Reasons of the source.ConditionType condition, which shows the agent's
-// state in `kubectl describe node`. Applied, RolledBack, Refused and Reset
-// are also the reasons of the Events the agent records on the Node.
+// state in `kubectl describe node`. Applied, RolledBack, Refused, Reset and
+// Failed are also the reasons of the Events the agent records on the Node
+// (Failed only for a download failure, once per distinct error).
 const (
 	// ReasonApplied (True): the kubelet runs the assigned config, and it is
 	// the last-known-good config.
@@ -33,7 +34,9 @@ const (
 	// the kubelet was not touched.
 	ReasonRefused = "Refused"
 	// ReasonFailed (False): the agent could not download the assigned
-	// config or act on it (an API, disk or restart failure); it retries.
+	// config (the ConfigMap does not exist, or the agent may not read it:
+	// status.error says which; the kubelet and the store are untouched) or
+	// act on it (an API, disk or restart failure); it retries.
 	ReasonFailed = "Failed"
 	// ReasonReset (True): the assignment was removed and the kubelet runs
 	// the node's local config.

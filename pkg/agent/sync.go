@@ -26,15 +26,11 @@ const (
 )
 
 // errNotSynced means the assigned ConfigMap's informer has not listed yet;
-// its first event queues the node again.
+// its first sync or list error queues the node again.
 var errNotSynced = errors.New("configmap informer not synced")
 
-// notSyncedRetry is how soon to sync again while the ConfigMap's informer
-// lists: a ConfigMap that does not exist sends no event.
-const notSyncedRetry = 250 * time.Millisecond
-
 // configMapGetter returns the ConfigMap ns/name, a NotFound error when it
-// does not exist, or errNotSynced.
+// does not exist, a *listError when it cannot be listed, or errNotSynced.
 type configMapGetter func(ns, name string) (*corev1.ConfigMap, error)
 
 // stored is what the checkpoint store says about the node.
@@ -102,15 +98,18 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 	}
 	cmName := src.ConfigMap.Namespace + "/" + src.ConfigMap.Name
 	cm, err := getConfigMap(src.ConfigMap.Namespace, src.ConfigMap.Name)
+	var lerr *listError
 	switch {
 	case errors.Is(err, errNotSynced):
-		return notSyncedRetry, nil
+		return 0, nil
+	case errors.As(err, &lerr):
+		return 0, a.downloadFailure(ctx, node, statusCarrier(carrier), st, downloadError(lerr.detail()))
 	case apierrors.IsNotFound(err):
-		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
-		return 0, a.publish(ctx, node, a.failedReport(statusCarrier(carrier), st.assigned, st, downloadError("configmap "+cmName+" not found")))
+		return 0, a.downloadFailure(ctx, node, statusCarrier(carrier), st, downloadError("configmap "+cmName+" not found"))
 	case err != nil:
 		return 0, fmt.Errorf("get configmap %s: %w", cmName, err)
 	}
+	a.downloadFailed = ""
 	want := src.DeepCopy()
 	want.ConfigMap.UID = cm.UID
 	want.ConfigMap.ResourceVersion = cm.ResourceVersion
@@ -118,6 +117,26 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 		return a.settle(ctx, node, statusCarrier(carrier), st)
 	}
 	return a.apply(ctx, node, statusCarrier(carrier), want, cm, st)
+}
+
+// downloadFailure reports that the assigned ConfigMap cannot be downloaded,
+// with the kubelet and the store untouched. A new error is counted and
+// recorded as an Event; the same error again (the informer retries with
+// backoff and queues the node on each failure) only keeps the status. The
+// informer's first successful list queues the node again, so a later RBAC
+// grant or the ConfigMap's creation converges without a restart.
+func (a *Agent) downloadFailure(ctx context.Context, node *corev1.Node, c source.Carrier, st stored, cerr *configError) error {
+	r := a.failedReport(c, st.assigned, st, cerr)
+	if cerr.msg != a.downloadFailed {
+		klog.FromContext(ctx).Info("Cannot download the assigned config; the kubelet is untouched", "err", cerr.msg)
+		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
+		r.event = ReasonFailed
+	}
+	if err := a.publish(ctx, node, r); err != nil {
+		return err
+	}
+	a.downloadFailed = cerr.msg
+	return nil
 }
 
 // failedReport reports cerr for the assignment assigned, with the kubelet
@@ -363,6 +382,7 @@ func (a *Agent) rollback(ctx context.Context, node *corev1.Node, c source.Carrie
 func (a *Agent) reset(ctx context.Context, node *corev1.Node, st stored) error {
 	a.refused = nil
 	a.verify = nil
+	a.downloadFailed = ""
 	logger := klog.FromContext(ctx)
 	changed := !st.settledLocal()
 	restarted := false

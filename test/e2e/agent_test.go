@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
@@ -28,9 +29,10 @@ import (
 
 // TestAgent runs `kubectl dkc agent` for the first of two real kubelets, as
 // the identity of deploy/rbac.yaml, and walks the whole DKC loop: apply,
-// trial, refusal, rollback, kill -9 in the middle of an apply, an
-// unreachable apiserver, reset, and an operator's edit of the local config
-// between two assignments. The second node must stay untouched.
+// trial, refusal, rollback, a ConfigMap it may not read or that does not
+// exist, kill -9 in the middle of an apply, an unreachable apiserver, reset,
+// and an operator's edit of the local config between two assignments. The
+// second node must stay untouched.
 func TestAgent(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 2})
 	ctx := context.Background()
@@ -175,6 +177,93 @@ func TestAgent(t *testing.T) {
 		waitReady(t, c, n.Name)
 		wantCondition(t, c, n.Name, "False", "RolledBack")
 		wantEvent(t, c, n.Name, "RolledBack")
+	})
+
+	t.Run("a ConfigMap the agent may not read shows in status, kubelet untouched", func(t *testing.T) {
+		// rbac.yaml lets the agent read ConfigMaps in kube-system only.
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-denied", Namespace: "default"},
+			Data:       map[string]string{"kubelet": withPods(47, nil)},
+		}
+		if _, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pid, starts := n.KubeletPID(), n.KubeletStarts()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-denied", "-n", "default")
+		const want = `failed to sync: failed to download config, see Kubelet log for details: configmaps "agent-denied" is forbidden: User "` +
+			framework.AgentIdentity + `" cannot list resource "configmaps" in API group "" in the namespace "default"`
+		st := waitStatus(t, c, n.Name, 30*time.Second, "a download error", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && strings.Contains(st.Error, "download")
+		})
+		if st.Error != want {
+			t.Errorf("status.error = %q, want %q", st.Error, want)
+		}
+		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
+			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
+		}
+		wantCondition(t, c, n.Name, "False", "Failed")
+		wantEvent(t, c, n.Name, "Failed")
+		time.Sleep(3 * time.Second) // the informer retries at 0.8 s and 1.6 s
+		if n.KubeletPID() != pid || n.KubeletStarts() != starts {
+			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
+		}
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
+			t.Errorf("configz maxPods %v, want 42", got)
+		}
+		// One Event, not one per retry (the recorder would count repeats).
+		events, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n.Name + ",reason=Failed",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var count int32
+		for _, ev := range events.Items {
+			count += max(ev.Count, 1)
+		}
+		if count != 1 {
+			t.Errorf("%d Failed events, want 1", count)
+		}
+	})
+
+	t.Run("a missing ConfigMap shows in status; creating it converges", func(t *testing.T) {
+		// kubectl dkc assign refuses a missing ConfigMap: write the
+		// annotation as an operator's kubectl patch would.
+		patch, err := source.AssignPatch(source.Annotation, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+			Namespace: "kube-system", Name: "agent-missing", KubeletConfigKey: "kubelet",
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, starts := n.KubeletPID(), n.KubeletStarts()
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		const want = "failed to sync: failed to download config, see Kubelet log for details: configmap kube-system/agent-missing not found"
+		st := waitStatus(t, c, n.Name, 30*time.Second, "not found", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && strings.Contains(st.Error, "not found")
+		})
+		if st.Error != want {
+			t.Errorf("status.error = %q, want %q", st.Error, want)
+		}
+		if !isCM(st.Active, "agent-a") {
+			t.Errorf("active %v, want agent-a", st.Active)
+		}
+		wantCondition(t, c, n.Name, "False", "Failed")
+		if n.KubeletPID() != pid || n.KubeletStarts() != starts {
+			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
+		}
+
+		// The same agent picks the ConfigMap up once it exists.
+		began := time.Now()
+		createConfigMap(t, c, "agent-missing", withPods(47, nil))
+		waitStatus(t, c, n.Name, time.Minute, "active agent-missing", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "agent-missing")
+		})
+		t.Logf("create ConfigMap to status active: %s", time.Since(began).Round(time.Millisecond))
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(47) {
+			t.Errorf("configz maxPods %v, want 47", got)
+		}
 	})
 
 	t.Run("kill -9 in the middle of an apply", func(t *testing.T) {
