@@ -160,7 +160,7 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 	})
 
-	t.Run("the agent identity is not matched", func(t *testing.T) {
+	t.Run("the agent identity cannot reassign either", func(t *testing.T) {
 		stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Assigned: srcA})
 		if err != nil {
 			t.Fatal(err)
@@ -168,9 +168,18 @@ func TestAdmissionPolicy(t *testing.T) {
 		if err := patchAs(agentClient, stPatch, false, "status"); err != nil {
 			t.Errorf("agent %s writing the status: %v", framework.AgentIdentity, err)
 		}
-		// deploy/rbac.yaml lets it patch Nodes; the policy does not judge it.
-		if err := patchAs(agentClient, assignPatch(srcB), true); err != nil {
-			t.Errorf("agent %s changing %s (dry run): %v, want allowed (the policy matches system:nodes only)", framework.AgentIdentity, source.AssignedAnnotation, err)
+		// deploy/rbac.yaml gives it no patch on nodes ...
+		err = patchAs(agentClient, assignPatch(srcB), true)
+		if !apierrors.IsForbidden(err) || strings.Contains(err.Error(), policyMessage) {
+			t.Errorf("agent %s changing %s on nodes (dry run): %v, want RBAC's forbidden", framework.AgentIdentity, source.AssignedAnnotation, err)
+		}
+		// ... and the policy closes nodes/status, for it as for everyone.
+		if err := patchAs(agentClient, assignPatch(srcB), true, "status"); !denied(err) {
+			t.Errorf("agent %s changing %s on nodes/status (dry run): %v, want the policy's denial", framework.AgentIdentity, source.AssignedAnnotation, err)
+		}
+		adminClient := c.Client
+		if err := patchAs(adminClient, assignPatch(srcB), true, "status"); !denied(err) {
+			t.Errorf("admin changing %s on nodes/status (dry run): %v, want the policy's denial: assignments are made on the Node", source.AssignedAnnotation, err)
 		}
 	})
 
