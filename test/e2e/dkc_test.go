@@ -19,8 +19,15 @@ type result struct {
 // dkc runs the kubectl-dkc binary under test against c, with stdin.
 func dkc(t *testing.T, c *framework.Cluster, stdin string, args ...string) result {
 	t.Helper()
+	return dkcAs(t, c.Kubeconfig, stdin, args...)
+}
+
+// dkcAs runs the kubectl-dkc binary with KUBECONFIG set to kubeconfig, for
+// other users than the admin.
+func dkcAs(t *testing.T, kubeconfig, stdin string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(dkcBinary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

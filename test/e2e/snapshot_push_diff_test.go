@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -353,25 +352,6 @@ func TestSnapshotPushDiff(t *testing.T) {
 			t.Errorf("node vs assigned: exit %d, stdout:\n%s", r.ExitCode, r.Stdout)
 		}
 	})
-}
-
-// dkcAs runs the kubectl-dkc binary with KUBECONFIG set to kubeconfig.
-func dkcAs(t *testing.T, kubeconfig, stdin string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(dkcBinary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	r := result{Stdout: out.String(), Stderr: errOut.String()}
-	if exitErr, ok := err.(*exec.ExitError); ok {
-		r.ExitCode = exitErr.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run kubectl-dkc %v: %v", args, err)
-	}
-	t.Logf("$ KUBECONFIG=%s kubectl dkc %s\n%s%s(exit %d)", kubeconfig, strings.Join(args, " "), r.Stdout, r.Stderr, r.ExitCode)
-	return r
 }
 
 // kubectlHashName is the name `kubectl create configmap NAME
