@@ -28,6 +28,7 @@ type network struct {
 	bridge      string
 	hostIP      string
 	netns       []string
+	veths       []string
 	ownRunNetns bool
 	logf        func(string, ...any)
 }
@@ -96,6 +97,7 @@ func (n *network) addNode(i int) (string, error) {
 		return "", err
 	}
 	n.netns = append(n.netns, ns)
+	n.veths = append(n.veths, veth)
 	for _, args := range [][]string{
 		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
 		{"link", "set", veth, "addrgenmode", "none"},
@@ -115,6 +117,16 @@ func (n *network) addNode(i int) (string, error) {
 // teardown removes every netns, link and mount the network made. Processes
 // inside the namespaces must be stopped first.
 func (n *network) teardown() {
+	// Deleting a veth removes both ends at once; left to the namespace's
+	// deletion, the kernel removes them asynchronously, after teardown.
+	for _, veth := range n.veths {
+		if linkExists(veth) {
+			if err := ipCmd("link", "del", veth); err != nil {
+				n.logf("%v", err)
+			}
+		}
+	}
+	n.veths = nil
 	for _, ns := range n.netns {
 		if err := ipCmd("netns", "del", ns); err != nil {
 			n.logf("%v", err)
@@ -157,6 +169,12 @@ func (n *network) cleanupStale() {
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), prefix) {
 			n.netns = append(n.netns, e.Name())
+		}
+	}
+	links, _ := os.ReadDir("/sys/class/net")
+	for _, l := range links {
+		if strings.HasPrefix(l.Name(), fmt.Sprintf("dkc%dv", n.block)) {
+			n.veths = append(n.veths, l.Name())
 		}
 	}
 	own := n.ownRunNetns
