@@ -179,6 +179,18 @@ func (e *env) condition(t *testing.T) string {
 }
 
 // events drains the recorded events, each as "Type Reason".
+// onLastKnownGood applies ConfigMap name with payload, lets it pass its
+// trial so it becomes last-known-good, and drains the events of that.
+func (e *env) onLastKnownGood(t *testing.T, name, payload string) {
+	t.Helper()
+	e.configMap(t, name, payload, nil)
+	e.assign(t, name)
+	e.sync(t)
+	e.clk.Step(trial)
+	e.sync(t)
+	e.events()
+}
+
 func (e *env) events() []string {
 	var out []string
 	for {
@@ -309,12 +321,7 @@ func TestDownloadError(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.configMap(t, "a", cfgA, nil)
-			e.assign(t, "a")
-			e.sync(t)
-			e.clk.Step(trial)
-			e.sync(t)
-			e.events()
+			e.onLastKnownGood(t, "a", cfgA)
 			before := e.stored(t)
 			readable := false
 			get := func(ns, name string) (*corev1.ConfigMap, error) {
@@ -392,13 +399,8 @@ func TestUnsafeChangeWithOptIn(t *testing.T) {
 
 func TestRollbackToLastKnownGood(t *testing.T) {
 	e := newEnv(t)
-	e.configMap(t, "a", cfgA, nil)
-	e.assign(t, "a")
-	e.sync(t)
-	e.clk.Step(trial)
-	e.sync(t)
+	e.onLastKnownGood(t, "a", cfgA)
 	diff(t, "last-known-good", ref("a", "1"), e.stored(t).lastKnownGood)
-	e.events()
 
 	e.prober.Results = []error{errors.New("healthz: connection refused")}
 	e.configMap(t, "b", cfgB, nil)
@@ -555,12 +557,7 @@ func TestStartupWithoutAPI(t *testing.T) {
 
 func TestReset(t *testing.T) {
 	e := newEnv(t)
-	e.configMap(t, "a", cfgA, nil)
-	e.assign(t, "a")
-	e.sync(t)
-	e.clk.Step(trial)
-	e.sync(t)
-	e.events()
+	e.onLastKnownGood(t, "a", cfgA)
 
 	e.assign(t, "")
 	e.sync(t)
