@@ -37,6 +37,9 @@ import (
 type Options struct {
 	// Nodes is how many kubelets to start; default 2.
 	Nodes int
+	// ControlPlaneOnly starts etcd and the apiserver and no kubelet, for
+	// benchmarks that create Node objects through the API.
+	ControlPlaneOnly bool
 	// BinDir holds etcd, kube-apiserver and kubelet. Default: $DKC_BIN_DIR,
 	// else ~/.cache/kubectl-dkc/bin/v1.36.3 (hack/build-components.sh).
 	BinDir string
@@ -142,7 +145,9 @@ func Preflight(opts Options) error {
 // node is Ready. On error everything started so far is stopped again, and
 // the returned Cluster, if not nil, only serves to read the logs.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
-	if opts.Nodes == 0 {
+	if opts.ControlPlaneOnly {
+		opts.Nodes = 0
+	} else if opts.Nodes == 0 {
 		opts.Nodes = 2
 	}
 	if opts.BinDir == "" {
