@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -142,6 +143,8 @@ type assignBench struct {
 	c          *framework.Cluster
 	node       string
 	metricsURL string
+	// carrier holds the assignment; default the annotation.
+	carrier source.Carrier
 }
 
 // applyResult is what one apply took.
@@ -169,65 +172,13 @@ func (ab *assignBench) apply(ctx context.Context, name string, seq int) (applyRe
 	if err != nil {
 		return r, err
 	}
-	w, err := ab.c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", ab.node).String(),
-	})
-	if err != nil {
-		return r, fmt.Errorf("watch node: %w", err)
+	carrier := ab.carrier
+	if carrier == "" {
+		carrier = source.Annotation
 	}
-	defer w.Stop()
-
-	patch, err := source.AssignPatch(source.Annotation, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
-		Namespace: source.DefaultNamespace, Name: name, KubeletConfigKey: source.DefaultKey,
-	}})
+	r.total, r.notReady, err = assignAndWatch(ctx, ab.c.Client, ab.node, carrier, name)
 	if err != nil {
 		return r, err
-	}
-	t0 := time.Now()
-	if _, err := ab.c.Client.CoreV1().Nodes().Patch(ctx, ab.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return r, fmt.Errorf("assign: %w", err)
-	}
-
-	timeout := time.NewTimer(2 * time.Minute)
-	defer timeout.Stop()
-	var last *corev1.NodeConfigStatus
-	for done := false; !done; {
-		select {
-		case <-timeout.C:
-			return r, fmt.Errorf("no status active %s within 2m; last status %+v", name, last)
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return r, fmt.Errorf("watch of node %s ended", ab.node)
-			}
-			if ev.Type != watch.Modified && ev.Type != watch.Added {
-				continue
-			}
-			node, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			at := time.Now()
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
-					r.notReady = cond.Reason + ": " + cond.Message
-				}
-			}
-			st, _, err := source.Status(node)
-			if err != nil || st == nil {
-				continue
-			}
-			last = st
-			if !isCM(st.Assigned, name) {
-				continue
-			}
-			if st.Error != "" {
-				return r, fmt.Errorf("status error: %s", st.Error)
-			}
-			if isCM(st.Active, name) {
-				r.total = at.Sub(t0)
-				done = true
-			}
-		}
 	}
 
 	// The agent counts the apply right before it reports it; wait for the
@@ -264,6 +215,75 @@ func (ab *assignBench) apply(ctx context.Context, name string, seq int) (applyRe
 	r.write = delta(`dkc_agent_phase_duration_seconds_sum{phase="write"}`)
 	r.applyDuration = delta(`dkc_agent_apply_duration_seconds_sum`)
 	return r, nil
+}
+
+// assignAndWatch assigns ConfigMap name (in kube-system, key kubelet) to
+// node through carrier with one JSON merge patch, and returns the time from
+// that write to the moment a watch on the Node delivers a status whose
+// assigned and active both name the ConfigMap, and the last Ready=False
+// condition the watch saw meanwhile ("" for none). A status error for the
+// ConfigMap fails it, and so do 2 minutes without that status.
+func assignAndWatch(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, name string) (time.Duration, string, error) {
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String(),
+	})
+	if err != nil {
+		return 0, "", fmt.Errorf("watch node: %w", err)
+	}
+	defer w.Stop()
+
+	patch, err := source.AssignPatch(carrier, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace: source.DefaultNamespace, Name: name, KubeletConfigKey: source.DefaultKey,
+	}})
+	if err != nil {
+		return 0, "", err
+	}
+	t0 := time.Now()
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return 0, "", fmt.Errorf("assign: %w", err)
+	}
+
+	timeout := time.NewTimer(2 * time.Minute)
+	defer timeout.Stop()
+	var last *corev1.NodeConfigStatus
+	var notReady string
+	for {
+		select {
+		case <-timeout.C:
+			return 0, notReady, fmt.Errorf("no status active %s within 2m; last status %+v", name, last)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return 0, notReady, fmt.Errorf("watch of node %s ended", node)
+			}
+			if ev.Type != watch.Modified && ev.Type != watch.Added {
+				continue
+			}
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			at := time.Now()
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+					notReady = cond.Reason + ": " + cond.Message
+				}
+			}
+			st, _, err := source.Status(n)
+			if err != nil || st == nil {
+				continue
+			}
+			last = st
+			if !isCM(st.Assigned, name) {
+				continue
+			}
+			if st.Error != "" {
+				return 0, notReady, fmt.Errorf("status error: %s", st.Error)
+			}
+			if isCM(st.Active, name) {
+				return at.Sub(t0), notReady, nil
+			}
+		}
+	}
 }
 
 // scrape reads the agent's counters and histogram sums and counts.

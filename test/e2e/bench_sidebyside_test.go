@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// sideBySideApplies is how many applies BenchmarkNativeDKCVsAgent measures
+// for each variant; set DKC_BENCH_SIDE_BY_SIDE_APPLIES for another count.
+const sideBySideApplies = 10
+
+// BenchmarkNativeDKCVsAgent runs the original system and dkc side by side on
+// the same kubelet binary, v1.23.17, in one cluster: kube-apiserver v1.23.17
+// with the DynamicKubeletConfig gate, and two nodes.
+//
+//   - native: the kubelet runs its own DKC (the gate and
+//     --dynamic-config-dir). It restarts by exiting, and the harness
+//     supervisor starts it again after 200 ms, as systemd's Restart=always
+//     with a short RestartSec would.
+//   - agent: the same kubelet binary without the gate, so its DKC is off,
+//     and a dkc agent in exec mode restarting it through the harness's
+//     restart command (the same supervisor, the same 200 ms).
+//
+// Both get their assignment the same way: one JSON merge patch of the Node's
+// spec.configSource, which this apiserver keeps, and which is the carrier
+// `kubectl dkc assign` picks here. The clock stops when a watch on the Node
+// delivers a status.config whose assigned and active both name the new
+// ConfigMap (the kubelet writes it for native, the agent for agent).
+//
+// After one unmeasured warm-up apply each, the variants alternate, each
+// switching between two valid ConfigMaps (maxPods 41 and 42) of its own
+// node, and the order within a round alternates too. The figure of merit is
+// the ratio of the agent's median to native's (goal: at most 0.55).
+func BenchmarkNativeDKCVsAgent(b *testing.B) {
+	applies := benchEnvInt(b, "DKC_BENCH_SIDE_BY_SIDE_APPLIES", sideBySideApplies, 3)
+	binDir := legacyBinDir()
+	for _, name := range []string{"kube-apiserver", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			msg := "missing " + filepath.Join(binDir, name) + ": run `make components-v1.23` (hack/build-components-v1.23.sh)"
+			if framework.InCI() {
+				b.Fatalf("CI=true: %s", msg)
+			}
+			b.Skipf("skipping (set CI=true to make this a failure): %s", msg)
+		}
+	}
+	const gate = "--feature-gates=DynamicKubeletConfig=true"
+	b.StopTimer()
+	c := framework.Setup(b, framework.Options{
+		Nodes:          2,
+		BinDir:         binDir,
+		EtcdBinDir:     framework.DefaultBinDir(),
+		LegacyKubelet:  true,
+		APIServerFlags: []string{gate},
+		// Only the first node's kubelet runs its own DKC.
+		NodeKubeletFlags: func(n *framework.Node) []string {
+			if !strings.HasSuffix(n.Name, "-1") {
+				return nil
+			}
+			return []string{gate, "--dynamic-config-dir=" + filepath.Join(n.Dir, "dynamic-config")}
+		},
+	})
+	ctx := context.Background()
+	native, withAgent := c.Nodes[0], c.Nodes[1]
+
+	carrier, err := source.Detect(ctx, c.Client, withAgent.Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if carrier != source.Native {
+		b.Fatalf("carrier %q on apiserver %s with the gate, want %q", carrier, legacyVersion, source.Native)
+	}
+
+	configs := map[*framework.Node][]string{}
+	for _, n := range []*framework.Node{native, withAgent} {
+		local, err := os.ReadFile(n.ConfigPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			var cfg map[string]any
+			if err := yaml.Unmarshal(local, &cfg); err != nil {
+				b.Fatal(err)
+			}
+			cfg["maxPods"] = 41 + i
+			payload, err := yaml.Marshal(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			name := fmt.Sprintf("%s-%c", n.Name, 'a'+i)
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: source.DefaultNamespace},
+				Data:       map[string]string{source.DefaultKey: string(payload)},
+			}
+			if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			configs[n] = append(configs[n], name)
+		}
+	}
+
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ag, err := withAgent.StartAgent(dkcBinary, withAgent.AgentArgs(framework.AgentOptions{
+		Kubeconfig:    kubeconfig,
+		HealthTimeout: 2 * time.Minute,
+		TrialDuration: time.Hour, // no promotion while measuring
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	metricsURL := "http://" + withAgent.IP + ":10390/metrics"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := httpGet(metricsURL); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("agent /metrics did not answer within 30s; see %s", ag.LogPath)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	agentBench := &assignBench{b: b, c: c, node: withAgent.Name, metricsURL: metricsURL, carrier: source.Native}
+
+	// applyNative assigns name to the native node and checks that its
+	// kubelet restarted for it.
+	applyNative := func(name string) (applyResult, error) {
+		r := applyResult{config: name}
+		starts := native.KubeletStarts()
+		var err error
+		r.total, r.notReady, err = assignAndWatch(ctx, c.Client, native.Name, source.Native, name)
+		if err != nil {
+			return r, fmt.Errorf("native: %w; see %s", err, native.LogPath)
+		}
+		if got := native.KubeletStarts(); got <= starts {
+			return r, fmt.Errorf("native: status active %s, but the kubelet did not restart", name)
+		}
+		return r, nil
+	}
+	applyAgent := func(name string, seq int) (applyResult, error) {
+		r, err := agentBench.apply(ctx, name, seq)
+		if err != nil {
+			return r, fmt.Errorf("agent: %w; see %s", err, ag.LogPath)
+		}
+		return r, nil
+	}
+
+	// Warm-up: moves both kubelets off their local config.
+	if _, err := applyNative(configs[native][0]); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+	if _, err := applyAgent(configs[withAgent][0], 1); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+
+	var nativeRuns, agentRuns []applyResult
+	b.ResetTimer()
+	for i := 0; i < applies; i++ {
+		steps := []func() error{
+			func() error {
+				r, err := applyNative(configs[native][(i+1)%2])
+				nativeRuns = append(nativeRuns, r)
+				return err
+			},
+			func() error {
+				r, err := applyAgent(configs[withAgent][(i+1)%2], i+2)
+				agentRuns = append(agentRuns, r)
+				return err
+			},
+		}
+		if i%2 == 1 {
+			steps[0], steps[1] = steps[1], steps[0]
+		}
+		for _, step := range steps {
+			b.StartTimer()
+			err := step()
+			b.StopTimer()
+			if err != nil {
+				b.Fatalf("apply %d: %v", i+1, err)
+			}
+			// Let the status writes of this apply land before the next.
+			time.Sleep(time.Second)
+		}
+	}
+	if err := ag.Stop(); err != nil {
+		b.Fatal(err)
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-3s %12s %12s %12s %12s  %s\n", "#", "NATIVE", "AGENT", "AG.RESTART", "AG.GATE", "READY=FALSE SEEN (native | agent)")
+	for i := range nativeRuns {
+		n, a := nativeRuns[i], agentRuns[i]
+		fmt.Fprintf(&sb, "%-3d %12s %12s %12s %12s  %s | %s\n", i+1, ms(n.total), ms(a.total), ms(a.restart), ms(a.probe), orDash(n.notReady), orDash(a.notReady))
+	}
+	col := func(rs []applyResult, f func(applyResult) time.Duration) stats {
+		var v []time.Duration
+		for _, r := range rs {
+			v = append(v, f(r))
+		}
+		return summarize(v)
+	}
+	total := func(r applyResult) time.Duration { return r.total }
+	nat, agt := col(nativeRuns, total), col(agentRuns, total)
+	agRestart := col(agentRuns, func(r applyResult) time.Duration { return r.restart })
+	agGate := col(agentRuns, func(r applyResult) time.Duration { return r.probe })
+	agOverhead := col(agentRuns, applyResult.overhead)
+	sb.WriteString("\n")
+	fmt.Fprintf(&sb, "%-32s %9s %9s %9s %9s\n", fmt.Sprintf("assign -> active, %d applies each", applies), "MEDIAN", "P90", "MIN", "MAX")
+	for _, row := range []struct {
+		name string
+		s    stats
+	}{
+		{"native DKC (kubelet 1.23.17)", nat},
+		{"dkc agent (kubelet 1.23.17)", agt},
+		{"  agent: restart", agRestart},
+		{"  agent: health gate", agGate},
+		{"  agent: overhead", agOverhead},
+	} {
+		fmt.Fprintf(&sb, "%-32s %9s %9s %9s %9s\n", row.name, ms(row.s.median), ms(row.s.p90), ms(row.s.min), ms(row.s.max))
+	}
+	medianRatio := agt.median.Seconds() / nat.median.Seconds()
+	p90Ratio := agt.p90.Seconds() / nat.p90.Seconds()
+	fmt.Fprintf(&sb, "agent/native: median %.2f, p90 %.2f (goal: median <= 0.55)\n", medianRatio, p90Ratio)
+	b.Logf("native DKC vs dkc agent on kubelet %s, apiserver %s\n%s", legacyVersion, legacyVersion, sb.String())
+
+	b.ReportMetric(float64(agt.median.Nanoseconds()), "ns/op")
+	b.ReportMetric(nat.median.Seconds(), "median-native-s")
+	b.ReportMetric(nat.p90.Seconds(), "p90-native-s")
+	b.ReportMetric(agt.median.Seconds(), "median-agent-s")
+	b.ReportMetric(agt.p90.Seconds(), "p90-agent-s")
+	b.ReportMetric(agRestart.median.Seconds(), "median-agent-restart-s")
+	b.ReportMetric(agGate.median.Seconds(), "median-agent-gate-s")
+	b.ReportMetric(medianRatio, "agent/native-median")
+	b.ReportMetric(p90Ratio, "agent/native-p90")
+	b.ReportMetric(float64(applies), "applies-each")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// statusNodes is how many Node objects BenchmarkStatusAtScale creates; set
+// DKC_BENCH_STATUS_NODES for another count (at least 100).
+const statusNodes = 5000
+
+// BenchmarkStatusAtScale creates 5000 simulated Node objects on a real
+// kube-apiserver v1.36.3 (no kubelets), shaped as kubelets register them
+// and as dkc agents annotate them, and times the built `kubectl dkc status`
+// against the pinned `kubectl get nodes` over the same nodes in the same
+// run, alternating, as separate processes whose output goes to a pipe. The
+// figure of merit is the ratio of their medians (goal: at most 1.0).
+//
+// Run it with -benchtime=1x (make bench); DKC_BENCH_STATUS_REPS sets the
+// number of timed runs of each command (default 7).
+func BenchmarkStatusAtScale(b *testing.B) {
+	count := benchEnvInt(b, "DKC_BENCH_STATUS_NODES", statusNodes, 100)
+	reps := benchEnvInt(b, "DKC_BENCH_STATUS_REPS", 7, 3)
+	kubectl, err := framework.Kubectl()
+	if err != nil {
+		b.Fatalf("no kubectl: %v; run `make components`, which builds the pinned v1.36.3", err)
+	}
+	b.StopTimer()
+	c := framework.Setup(b, framework.Options{ControlPlaneOnly: true})
+	ctx := context.Background()
+
+	nodes := make([]*corev1.Node, count)
+	want := map[string]int{}
+	for i := range nodes {
+		var st simNodeState
+		switch {
+		case i%10 == 9:
+			// No assignment: the local config, no dkc annotations.
+		case i%20 == 0:
+			st = simNodeState{assigned: "kubelet-b", active: "kubelet-a",
+				err: "failed to sync: health check: kubelet /healthz: connection refused (rolled back)"}
+		case i%20 == 1:
+			st = simNodeState{assigned: "kubelet-b", active: "kubelet-a"}
+		default:
+			st = simNodeState{assigned: "kubelet-b", active: "kubelet-b"}
+		}
+		want[st.active]++
+		if nodes[i], err = simNode(fmt.Sprintf("sim-%05d", i), i, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	took, err := createNodes(ctx, c.RESTConfig, nodes, 32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("created %d Node objects in %s (32 concurrent clients)", count, took.Round(time.Millisecond))
+
+	type command struct {
+		name string
+		argv []string
+		// rows is the number of lines it must print: a header and one
+		// row per node.
+		rows int
+		runs []time.Duration
+	}
+	cmds := []*command{
+		{name: "kubectl dkc status", argv: []string{dkcBinary, "status"}, rows: count + 1},
+		{name: "kubectl get nodes", argv: []string{kubectl, "get", "nodes"}, rows: count + 1},
+	}
+	run := func(cmd *command) (time.Duration, error) {
+		out, took, err := runTimed(c.Kubeconfig, cmd.argv...)
+		if err != nil {
+			return 0, err
+		}
+		if got := strings.Count(out, "\n"); got != cmd.rows {
+			return 0, fmt.Errorf("%s printed %d lines, want %d", cmd.name, got, cmd.rows)
+		}
+		return took, nil
+	}
+	// One untimed run each warms the page cache and the apiserver's watch
+	// cache for both.
+	for _, cmd := range cmds {
+		if _, err := run(cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The dkc table shows what the nodes hold.
+	out, _, err := runTimed(c.Kubeconfig, dkcBinary, "status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	settled := 0
+	for _, line := range strings.Split(out, "\n") {
+		// NODE CARRIER ASSIGNED ACTIVE ...
+		if f := strings.Fields(line); len(f) > 3 && f[2] == "kube-system/kubelet-b" && f[3] == f[2] {
+			settled++
+		}
+	}
+	if settled != want["kubelet-b"] {
+		b.Fatalf("dkc status shows %d nodes with kubelet-b assigned and active, want %d", settled, want["kubelet-b"])
+	}
+
+	for i := 0; i < reps; i++ {
+		// Alternate which goes first, so that neither always follows the
+		// other.
+		order := cmds
+		if i%2 == 1 {
+			order = []*command{cmds[1], cmds[0]}
+		}
+		for _, cmd := range order {
+			took, err := run(cmd)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd.runs = append(cmd.runs, took)
+		}
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-22s %9s %9s %9s %9s\n", fmt.Sprintf("%d nodes, %d runs", count, reps), "MEDIAN", "P90", "MIN", "MAX")
+	summaries := map[string]stats{}
+	for _, cmd := range cmds {
+		s := summarize(cmd.runs)
+		summaries[cmd.name] = s
+		fmt.Fprintf(&sb, "%-22s %9s %9s %9s %9s\n", cmd.name, ms(s.median), ms(s.p90), ms(s.min), ms(s.max))
+	}
+	dkcStatus, getNodes := summaries[cmds[0].name], summaries[cmds[1].name]
+	ratio := dkcStatus.median.Seconds() / getNodes.median.Seconds()
+	fmt.Fprintf(&sb, "ratio of medians dkc status / get nodes: %.2f (goal <= 1.0)\n", ratio)
+	b.Logf("status at scale, apiserver v1.36.3, kubectl %s\n%s", kubectl, sb.String())
+
+	b.ReportMetric(float64(dkcStatus.median.Nanoseconds()), "ns/op")
+	b.ReportMetric(float64(count), "nodes")
+	b.ReportMetric(took.Seconds(), "create-nodes-s")
+	b.ReportMetric(dkcStatus.median.Seconds(), "median-dkc-status-s")
+	b.ReportMetric(getNodes.median.Seconds(), "median-get-nodes-s")
+	b.ReportMetric(ratio, "status/get-nodes")
+}
+
+// runTimed runs argv with KUBECONFIG=kubeconfig and its stdout on a pipe,
+// and returns the stdout and the wall time from start to exit.
+func runTimed(kubeconfig string, argv ...string) (string, time.Duration, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	began := time.Now()
+	err := cmd.Run()
+	took := time.Since(began)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, errOut.String())
+	}
+	return out.String(), took, nil
+}
