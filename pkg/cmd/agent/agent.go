@@ -219,6 +219,14 @@ func (o *Options) Run(ctx context.Context) error {
 	logger := klog.Background().WithName("agent")
 	ctx = klog.NewContext(ctx, logger)
 
+	// One agent per store: a second one would race the first on the store
+	// and on the kubelet. Held until the process ends.
+	lock, err := checkpoint.AcquireLock(o.DynamicConfigDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+
 	store, err := checkpoint.Open(o.DynamicConfigDir, clock.RealClock{})
 	if err != nil {
 		return fmt.Errorf("open checkpoint store: %w", err)
