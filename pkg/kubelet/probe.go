@@ -9,13 +9,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/configz"
@@ -30,6 +35,8 @@ const (
 	maxMismatches = 3
 	// nodeLeaseNamespace holds the kubelets' Leases.
 	nodeLeaseNamespace = "kube-node-lease"
+	// DefaultKubeletPort is the kubelet's authenticated server port.
+	DefaultKubeletPort = "10250"
 )
 
 // ErrHealthGate is wrapped by every error of HealthProber.Probe.
@@ -37,20 +44,66 @@ var ErrHealthGate = errors.New("health gate")
 
 // ProberConfig configures NewProber.
 type ProberConfig struct {
-	// Client reads the Node, its Lease, and configz through the node proxy
-	// (get nodes, get nodes/proxy, get leases in kube-node-lease).
+	// Client reads the Node and its Lease from the apiserver (get nodes,
+	// get leases in kube-node-lease).
 	Client kubernetes.Interface
 	// NodeName is the node whose kubelet is probed.
 	NodeName string
-	// HealthzURL is the kubelet's healthz endpoint. When empty, it is made
-	// from the expected config's healthzBindAddress and healthzPort
-	// (defaults 127.0.0.1 and 10248; an unspecified address means
-	// 127.0.0.1), and a healthzPort of 0 skips the check.
-	HealthzURL string
+	// KubeletURL is the base URL of the kubelet's authenticated server,
+	// where the probe reads /healthz and /configz directly, not through the
+	// apiserver's node proxy. When empty, it is made from the expected
+	// config's address and port: https://ADDRESS:PORT (defaults 127.0.0.1
+	// and 10250; an unspecified address means 127.0.0.1).
+	KubeletURL string
+	// KubeletClient reaches KubeletURL. It must authenticate as the agent
+	// and verify the kubelet's serving certificate; see NewKubeletClient.
+	// The kubelet authorizes each request by a SubjectAccessReview: get on
+	// nodes/healthz and nodes/configz with fine-grained kubelet
+	// authorization (1.33+), get on nodes/proxy without it.
+	KubeletClient *http.Client
 	// Interval is the wait between attempts; default DefaultProbeInterval.
 	Interval time.Duration
-	// HTTPClient reaches healthz; default a client without proxy.
-	HTTPClient *http.Client
+}
+
+// KubeletTLS says how the agent verifies the kubelet's serving certificate.
+type KubeletTLS struct {
+	// CAFile holds the CA certificates to trust. Default: the CA of the
+	// agent's own REST config (the cluster CA, which signs kubelet serving
+	// certificates issued through serverTLSBootstrap). A kubelet with a
+	// self-signed certificate is verified with that certificate itself: its
+	// --cert-dir's kubelet.crt.
+	CAFile string
+	// ServerName is the name the certificate must carry. Default: the host
+	// of the kubelet URL. A self-signed kubelet certificate names the node's
+	// hostname, not its address.
+	ServerName string
+	// Insecure skips verification: the agent's credential then goes to
+	// whoever answers at the kubelet's address. Only when set explicitly.
+	Insecure bool
+}
+
+// NewKubeletClient returns an HTTP client for the kubelet's authenticated
+// server that presents the credential of cfg (the agent's: a bearer token,
+// re-read from its file as it rotates, or a client certificate) and verifies
+// the kubelet as tlsCfg says. It uses no proxy.
+func NewKubeletClient(cfg *rest.Config, tlsCfg KubeletTLS) (*http.Client, error) {
+	c := rest.CopyConfig(cfg)
+	c.TLSClientConfig.ServerName = tlsCfg.ServerName
+	switch {
+	case tlsCfg.Insecure:
+		c.TLSClientConfig.Insecure = true
+		c.TLSClientConfig.CAFile, c.TLSClientConfig.CAData = "", nil
+	case tlsCfg.CAFile != "":
+		c.TLSClientConfig.Insecure = false
+		c.TLSClientConfig.CAFile, c.TLSClientConfig.CAData = tlsCfg.CAFile, nil
+	}
+	c.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	c.Timeout = 0
+	client, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet client: %w", err)
+	}
+	return client, nil
 }
 
 // HealthProber is the Prober of a real kubelet.
@@ -72,39 +125,69 @@ func NewProber(cfg ProberConfig) *HealthProber {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultProbeInterval
 	}
-	if cfg.HTTPClient == nil {
-		// No proxy from the environment: healthz is on the node itself.
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	}
 	return &HealthProber{cfg: cfg, settle: readySettle, now: time.Now}
 }
 
 // Probe checks, at every Interval until all three hold at once or ctx ends:
 //
-//  1. healthz answers 200 "ok";
-//  2. configz shows, for every field want.Config sets, the same value (see
-//     CompareConfig);
+//  1. the kubelet's /healthz answers 200 "ok";
+//  2. the kubelet's /configz shows, for every field want.Config sets, the
+//     same value (see CompareConfig);
 //  3. the Node's Ready condition is True, reported by a kubelet that started
 //     after want.Since: its Lease was renewed after want.Since, and the Ready
 //     condition's heartbeat is later (see checkReady for heartbeats in the
 //     same second).
 //
-// When ctx ends first, the error wraps ErrHealthGate and names the last check
-// that failed, with its detail, such as "health gate: configz: maxPods is 110,
-// want 42".
+// Checks 1 and 2 ask the kubelet itself, at KubeletURL; check 3 asks the
+// apiserver.
+//
+// # When the apiserver does not answer
+//
+// A kubelet is not rolled back only because the apiserver is away: during a
+// control-plane upgrade every agent of the fleet would roll back at once.
+// So, when ctx's deadline passes (the agent's --health-timeout) and the last
+// complete attempt found healthz and configz passing and got no answer from
+// the apiserver for check 3 (no connection, a timeout, 429 or a 5xx), Probe
+// returns nil: the gate passes on the kubelet's own evidence, and says so in
+// the log. Until the deadline it keeps waiting for the apiserver, so a
+// short outage still ends with the full check.
+//
+// The gate fails only on what the kubelet or the apiserver answered: healthz
+// or configz failing (including a kubelet that does not answer at all), or
+// the apiserver reporting the Node not Ready, its Lease or Ready heartbeat
+// stale, or refusing the request (such as Forbidden). When ctx is cancelled
+// rather than timed out (the agent stopping), Probe fails as well.
+//
+// When ctx ends with a failure, the error wraps ErrHealthGate and names the
+// last check that failed, with its detail, such as "health gate: configz:
+// maxPods is 110, want 42".
 func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 	wantCfg, err := decodeGeneric(want.Config)
 	if err != nil {
 		return fmt.Errorf("%w: expected config: %w", ErrHealthGate, err)
 	}
-	healthz, err := p.healthzURL(wantCfg)
+	base, err := p.kubeletURL(wantCfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHealthGate, err)
 	}
+	if p.cfg.KubeletClient == nil {
+		return fmt.Errorf("%w: no client for the kubelet at %s", ErrHealthGate, base)
+	}
 	st := &readyState{since: want.Since}
 	var last error
+	// away is true when the last complete attempt passed healthz and
+	// configz, and the apiserver did not answer the Ready check.
+	away := false
+	end := func() error {
+		if away && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			klog.FromContext(ctx).Info("Health gate passed on the kubelet's own checks: healthz and configz pass, the apiserver did not answer the Ready check",
+				"node", p.cfg.NodeName, "apiserverError", last)
+			return nil
+		}
+		return fmt.Errorf("%w: %w", ErrHealthGate, last)
+	}
 	for {
-		err := p.attempt(ctx, healthz, wantCfg, st)
+		kubeletOK, err := p.attempt(ctx, base, wantCfg, st)
 		if err == nil {
 			return nil
 		}
@@ -113,99 +196,138 @@ func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 			if last == nil {
 				last = err
 			}
-			return fmt.Errorf("%w: %w", ErrHealthGate, last)
+			return end()
 		}
 		last = err
+		away = kubeletOK && apiserverAway(err)
 		t := time.NewTimer(p.cfg.Interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w: %w", ErrHealthGate, last)
+			return end()
 		case <-t.C:
 		}
 	}
 }
 
-func (p *HealthProber) attempt(ctx context.Context, healthz string, want map[string]any, st *readyState) error {
-	if healthz != "" {
-		if err := p.checkHealthz(ctx, healthz); err != nil {
-			return fmt.Errorf("healthz: %w", err)
-		}
+// attempt runs the three checks once. kubeletOK reports whether healthz and
+// configz passed.
+func (p *HealthProber) attempt(ctx context.Context, base string, want map[string]any, st *readyState) (kubeletOK bool, err error) {
+	if err := p.checkHealthz(ctx, base+"/healthz"); err != nil {
+		return false, fmt.Errorf("healthz: %w", err)
 	}
-	if err := p.checkConfigz(ctx, want); err != nil {
-		return fmt.Errorf("configz: %w", err)
+	if err := p.checkConfigz(ctx, base+"/configz", want); err != nil {
+		return false, fmt.Errorf("configz: %w", err)
 	}
 	if err := p.checkReady(ctx, st); err != nil {
-		return fmt.Errorf("node: %w", err)
+		return true, fmt.Errorf("node: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
-func (p *HealthProber) healthzURL(want map[string]any) (string, error) {
-	if p.cfg.HealthzURL != "" {
-		return p.cfg.HealthzURL, nil
+// apiserverAway reports whether err means the apiserver gave no answer:
+// no HTTP response at all (connection refused, reset, timeout), 429, or a
+// 5xx. Any other status (NotFound, Forbidden) is an answer.
+func apiserverAway(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests
+	}
+	var answered *answeredError
+	return !errors.As(err, &answered)
+}
+
+// answeredError is a Ready check that failed on what the apiserver
+// answered: the Node not Ready, or its Lease or heartbeat from before the
+// restart.
+type answeredError struct{ msg string }
+
+func (e *answeredError) Error() string { return e.msg }
+
+func answeredf(format string, args ...any) error {
+	return &answeredError{msg: fmt.Sprintf(format, args...)}
+}
+
+// kubeletURL is KubeletURL, or https://ADDRESS:PORT of the expected config.
+func (p *HealthProber) kubeletURL(want map[string]any) (string, error) {
+	if p.cfg.KubeletURL != "" {
+		return strings.TrimSuffix(p.cfg.KubeletURL, "/"), nil
 	}
 	host := "127.0.0.1"
-	if s, ok := want["healthzBindAddress"].(string); ok && s != "" {
+	if s, ok := want["address"].(string); ok && s != "" {
 		ip := net.ParseIP(s)
 		if ip == nil {
-			return "", fmt.Errorf("expected config: healthzBindAddress %q is not an IP address", s)
+			return "", fmt.Errorf("expected config: address %q is not an IP address", s)
 		}
 		if !ip.IsUnspecified() {
 			host = s
 		}
 	}
-	port := "10248"
-	if v, ok := want["healthzPort"]; ok && v != nil {
+	port := DefaultKubeletPort
+	if v, ok := want["port"]; ok && v != nil {
 		n, ok := v.(json.Number)
 		if !ok {
-			return "", fmt.Errorf("expected config: healthzPort %v is not a number", v)
-		}
-		if n.String() == "0" {
-			return "", nil // healthz disabled
+			return "", fmt.Errorf("expected config: port %v is not a number", v)
 		}
 		port = n.String()
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
+	return "https://" + net.JoinHostPort(host, port), nil
 }
 
-func (p *HealthProber) checkHealthz(ctx context.Context, url string) error {
+// get reads url from the kubelet, at most 64 KiB of it.
+func (p *HealthProber) get(ctx context.Context, url string) (*http.Response, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	resp, err := p.cfg.HTTPClient.Do(req)
+	resp, err := p.cfg.KubeletClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return resp, body, nil
+}
+
+func (p *HealthProber) checkHealthz(ctx context.Context, url string) error {
+	resp, body, err := p.get(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	body = bytes.TrimSpace(body)
+	if len(body) > 1024 {
+		body = body[:1024]
+	}
 	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
 		return fmt.Errorf("GET %s: %s: %q", url, resp.Status, body)
 	}
 	return nil
 }
 
-func (p *HealthProber) checkConfigz(ctx context.Context, want map[string]any) error {
-	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	defer cancel()
-	raw, err := configz.Fetch(ctx, p.cfg.Client.CoreV1().RESTClient(), p.cfg.NodeName)
+func (p *HealthProber) checkConfigz(ctx context.Context, url string, want map[string]any) error {
+	resp, raw, err := p.get(ctx, url)
 	if err != nil {
 		return err
 	}
-	var resp struct {
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %q", url, resp.Status, bytes.TrimSpace(raw))
+	}
+	var body struct {
 		KubeletConfig json.RawMessage `json:"kubeletconfig"`
 	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
+	if err := json.Unmarshal(raw, &body); err != nil {
 		return fmt.Errorf("decode response: %w", err)
 	}
-	if len(resp.KubeletConfig) == 0 || string(resp.KubeletConfig) == "null" {
+	if len(body.KubeletConfig) == 0 || string(body.KubeletConfig) == "null" {
 		return configz.ErrNoKubeletConfig
 	}
-	got, err := decodeGeneric(resp.KubeletConfig)
+	got, err := decodeGeneric(body.KubeletConfig)
 	if err != nil {
 		return fmt.Errorf("decode response: %w", err)
 	}
@@ -244,10 +366,10 @@ func (p *HealthProber) checkReady(ctx context.Context, st *readyState) error {
 		}
 	}
 	if ready == nil {
-		return errors.New("no Ready condition")
+		return answeredf("no Ready condition")
 	}
 	if ready.Status != corev1.ConditionTrue {
-		return fmt.Errorf("Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
+		return answeredf("Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
 	}
 	since := st.since
 	if since.IsZero() {
@@ -258,7 +380,7 @@ func (p *HealthProber) checkReady(ctx context.Context, st *readyState) error {
 		return fmt.Errorf("lease: %w", err)
 	}
 	if renew := leaseRenewTime(lease); !renew.After(since) {
-		return fmt.Errorf("lease renewed at %s, not after the restart at %s",
+		return answeredf("lease renewed at %s, not after the restart at %s",
 			renew.UTC().Format(time.RFC3339Nano), since.UTC().Format(time.RFC3339Nano))
 	}
 	now := p.now()
@@ -270,10 +392,10 @@ func (p *HealthProber) checkReady(ctx context.Context, st *readyState) error {
 	case heartbeat.After(since):
 		return nil
 	case heartbeat.Before(since.Truncate(time.Second)):
-		return fmt.Errorf("Ready heartbeat %s is from before the restart at %s",
+		return answeredf("Ready heartbeat %s is from before the restart at %s",
 			heartbeat.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339Nano))
 	case now.Sub(st.leaseSeen) < p.settle:
-		return fmt.Errorf("Ready heartbeat %s is from the second of the restart at %s; waiting up to %s for a later one",
+		return answeredf("Ready heartbeat %s is from the second of the restart at %s; waiting up to %s for a later one",
 			heartbeat.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339Nano), p.settle)
 	}
 	return nil

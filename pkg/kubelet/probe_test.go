@@ -2,15 +2,27 @@ package kubelet
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +31,12 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// fakeNode serves what the prober reads: the kubelet's healthz on one
-// server, and the Node, its Lease and configz on an apiserver stand-in.
+// agentToken is the bearer token the fake kubelet requires.
+const agentToken = "agent-token"
+
+// fakeNode serves what the prober reads: the kubelet's /healthz and /configz
+// on a TLS server that requires the agent's token, and the Node and its
+// Lease on an apiserver stand-in.
 type fakeNode struct {
 	mu          sync.Mutex
 	healthzCode int
@@ -30,30 +46,67 @@ type fakeNode struct {
 	heartbeat   time.Time
 	renew       time.Time
 	healthzHits int
+	// kubeletCode, when set, answers every kubelet request.
+	kubeletCode int
+	// apiCode, when set, answers every apiserver request with a Status of
+	// that code.
+	apiCode int
+	// kubeletPaths and apiPaths record the paths asked for.
+	kubeletPaths []string
+	apiPaths     []string
 	// onHealthz runs at each healthz request, under mu.
 	onHealthz func(n *fakeNode)
 }
 
-func (f *fakeNode) healthz(w http.ResponseWriter, _ *http.Request) {
+func (f *fakeNode) kubelet(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.healthzHits++
-	if f.onHealthz != nil {
-		f.onHealthz(f)
+	f.kubeletPaths = append(f.kubeletPaths, r.URL.Path)
+	if r.Header.Get("Authorization") != "Bearer "+agentToken {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
 	}
-	w.WriteHeader(f.healthzCode)
-	fmt.Fprint(w, f.healthzBody)
+	if f.kubeletCode != 0 {
+		http.Error(w, "Forbidden (user=system:serviceaccount:kube-system:dkc-agent, verb=get, resource=nodes, subresource(s)=[healthz proxy])", f.kubeletCode)
+		return
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		f.healthzHits++
+		if f.onHealthz != nil {
+			f.onHealthz(f)
+		}
+		w.WriteHeader(f.healthzCode)
+		fmt.Fprint(w, f.healthzBody)
+	case "/configz":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, f.configz)
+	default:
+		http.NotFound(w, r)
+	}
 }
 
 func (f *fakeNode) apiserver(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.apiPaths = append(f.apiPaths, r.URL.Path)
+	w.Header().Set("Content-Type", "application/json")
+	if f.apiCode != 0 {
+		st := &metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Code: int32(f.apiCode),
+			Reason:  metav1.StatusReasonServiceUnavailable,
+			Message: "the server is currently unable to handle the request",
+		}
+		if f.apiCode == http.StatusForbidden {
+			st.Reason, st.Message = metav1.StatusReasonForbidden, `nodes "n1" is forbidden: User "x" cannot get resource "nodes"`
+		}
+		w.WriteHeader(f.apiCode)
+		_ = json.NewEncoder(w).Encode(st)
+		return
+	}
 	var obj any
 	switch r.URL.Path {
-	case "/api/v1/nodes/n1/proxy/configz":
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, f.configz)
-		return
 	case "/api/v1/nodes/n1":
 		obj = &corev1.Node{
 			TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
@@ -74,7 +127,6 @@ func (f *fakeNode) apiserver(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(obj)
 }
 
@@ -92,17 +144,38 @@ func healthyNode() *fakeNode {
 	}
 }
 
-func startFakeNode(t *testing.T, n *fakeNode) (healthzURL string, client kubernetes.Interface) {
+// fakeServers are the running stand-ins of a fakeNode.
+type fakeServers struct {
+	kubelet, api *httptest.Server
+	// caFile holds the kubelet's serving certificate.
+	caFile string
+}
+
+func startFakeNode(t *testing.T, n *fakeNode) *fakeServers {
 	t.Helper()
-	hz := httptest.NewServer(http.HandlerFunc(n.healthz))
-	t.Cleanup(hz.Close)
+	kl := httptest.NewTLSServer(http.HandlerFunc(n.kubelet))
+	t.Cleanup(kl.Close)
 	api := httptest.NewServer(http.HandlerFunc(n.apiserver))
 	t.Cleanup(api.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, QPS: -1})
+	caFile := filepath.Join(t.TempDir(), "kubelet.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kl.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &fakeServers{kubelet: kl, api: api, caFile: caFile}
+}
+
+// prober returns a prober of node n1 on s, as the agent with its token.
+func (s *fakeServers) prober(t *testing.T) *HealthProber {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.api.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hz.URL + "/healthz", client
+	kc, err := NewKubeletClient(&rest.Config{Host: s.api.URL, BearerToken: agentToken}, KubeletTLS{CAFile: s.caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewProber(ProberConfig{Client: client, NodeName: "n1", KubeletURL: s.kubelet.URL, KubeletClient: kc, Interval: 10 * time.Millisecond})
 }
 
 func TestProbe(t *testing.T) {
@@ -111,18 +184,22 @@ func TestProbe(t *testing.T) {
 		edit    func(n *fakeNode)
 		want    string // config
 		settle  time.Duration
-		wantErr string // with URL for the healthz URL
+		wantErr string // with URL for the kubelet's URL
 	}{
 		"healthy": {},
 		"healthz fails": {
 			edit: func(n *fakeNode) {
 				n.healthzCode, n.healthzBody = http.StatusInternalServerError, "[-]syncloop failed\n"
 			},
-			wantErr: `health gate: healthz: GET URL: 500 Internal Server Error: "[-]syncloop failed"`,
+			wantErr: `health gate: healthz: GET URL/healthz: 500 Internal Server Error: "[-]syncloop failed"`,
 		},
 		"healthz answers something else": {
 			edit:    func(n *fakeNode) { n.healthzBody = "maybe" },
-			wantErr: `health gate: healthz: GET URL: 200 OK: "maybe"`,
+			wantErr: `health gate: healthz: GET URL/healthz: 200 OK: "maybe"`,
+		},
+		"the kubelet forbids the agent": {
+			edit:    func(n *fakeNode) { n.kubeletCode = http.StatusForbidden },
+			wantErr: `health gate: healthz: GET URL/healthz: 403 Forbidden: "Forbidden (user=system:serviceaccount:kube-system:dkc-agent, verb=get, resource=nodes, subresource(s)=[healthz proxy])"`,
 		},
 		"configz differs": {
 			edit:    func(n *fakeNode) { n.configz = `{"kubeletconfig":{"maxPods":110,"syncFrequency":"1m0s"}}` },
@@ -167,8 +244,8 @@ func TestProbe(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(n)
 			}
-			url, client := startFakeNode(t, n)
-			p := NewProber(ProberConfig{Client: client, NodeName: "n1", HealthzURL: url, Interval: 10 * time.Millisecond})
+			s := startFakeNode(t, n)
+			p := s.prober(t)
 			if tc.settle != 0 {
 				p.settle = tc.settle
 			}
@@ -179,13 +256,133 @@ func TestProbe(t *testing.T) {
 				cfg = tc.want
 			}
 			err := p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since})
-			if got := strings.ReplaceAll(errString(err), url, "URL"); got != tc.wantErr {
+			if got := strings.ReplaceAll(errString(err), s.kubelet.URL, "URL"); got != tc.wantErr {
 				t.Errorf("error = %q, want %q", got, tc.wantErr)
 			}
 			if err != nil && !errors.Is(err, ErrHealthGate) {
 				t.Errorf("error does not wrap ErrHealthGate")
 			}
 		})
+	}
+}
+
+// TestProbeAsksTheKubeletDirectly proves that healthz and configz come from
+// the kubelet's own server, with the agent's token, and that nothing goes
+// through the apiserver's node proxy (which needs nodes/proxy).
+func TestProbeAsksTheKubeletDirectly(t *testing.T) {
+	n := healthyNode()
+	s := startFakeNode(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.prober(t).Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if diff := cmp.Diff([]string{"/healthz", "/configz"}, n.kubeletPaths); diff != "" {
+		t.Errorf("kubelet paths (-want +got):\n%s", diff)
+	}
+	want := []string{"/api/v1/nodes/n1", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"}
+	if diff := cmp.Diff(want, n.apiPaths); diff != "" {
+		t.Errorf("apiserver paths (-want +got):\n%s", diff)
+	}
+}
+
+// TestProbeApiserverAway pins the gate's rule for an apiserver that does not
+// answer: a kubelet whose healthz and configz pass is kept when the gate's
+// time ends, while a kubelet that fails its own checks, or that the
+// apiserver reports NotReady, still fails.
+func TestProbeApiserverAway(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tests := map[string]struct {
+		edit func(n *fakeNode)
+		// down closes the apiserver; otherwise edit sets its answer.
+		down bool
+		// cancel cancels the context instead of letting it time out.
+		cancel  bool
+		wantErr string // URL for the kubelet's URL
+	}{
+		"apiserver down, kubelet healthy: kept": {down: true},
+		"apiserver 503, kubelet healthy: kept": {
+			edit: func(n *fakeNode) { n.apiCode = http.StatusServiceUnavailable },
+		},
+		"apiserver 429, kubelet healthy: kept": {
+			edit: func(n *fakeNode) { n.apiCode = http.StatusTooManyRequests },
+		},
+		"apiserver down, healthz fails": {
+			down:    true,
+			edit:    func(n *fakeNode) { n.healthzCode, n.healthzBody = http.StatusInternalServerError, "[-]syncloop failed" },
+			wantErr: `health gate: healthz: GET URL/healthz: 500 Internal Server Error: "[-]syncloop failed"`,
+		},
+		"apiserver down, configz differs": {
+			down:    true,
+			edit:    func(n *fakeNode) { n.configz = `{"kubeletconfig":{"maxPods":110}}` },
+			wantErr: "health gate: configz: maxPods is 110, want 42",
+		},
+		"apiserver answers Forbidden": {
+			edit:    func(n *fakeNode) { n.apiCode = http.StatusForbidden },
+			wantErr: `health gate: node: nodes "n1" is forbidden: User "x" cannot get resource "nodes"`,
+		},
+		"apiserver answers NotReady": {
+			edit:    func(n *fakeNode) { n.ready = corev1.ConditionFalse },
+			wantErr: "health gate: node: Ready is False: KubeletNotReady: container runtime is down",
+		},
+		"apiserver down, the agent stops": {
+			down:    true,
+			cancel:  true,
+			wantErr: "health gate: node: Get \"API/api/v1/nodes/n1\": dial tcp ADDR: connect: connection refused",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := healthyNode()
+			if tc.edit != nil {
+				tc.edit(n)
+			}
+			s := startFakeNode(t, n)
+			p := s.prober(t)
+			apiURL := s.api.URL
+			if tc.down {
+				s.api.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if tc.cancel {
+				time.AfterFunc(timeout/2, cancel)
+			}
+			began := time.Now()
+			err := p.Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since})
+			took := time.Since(began)
+			got := strings.NewReplacer(s.kubelet.URL, "URL", apiURL, "API", strings.TrimPrefix(apiURL, "http://"), "ADDR").Replace(errString(err))
+			if got != tc.wantErr {
+				t.Errorf("error = %q, want %q", got, tc.wantErr)
+			}
+			if tc.wantErr == "" && took < timeout {
+				t.Errorf("Probe passed after %s, want it to wait for the apiserver until its %s deadline", took, timeout)
+			}
+		})
+	}
+}
+
+// TestProbeApiserverBack proves a short outage ends with the full check: the
+// gate passes as soon as the apiserver answers Ready, before its deadline.
+func TestProbeApiserverBack(t *testing.T) {
+	n := healthyNode()
+	n.apiCode = http.StatusServiceUnavailable
+	n.onHealthz = func(n *fakeNode) {
+		if n.healthzHits == 3 {
+			n.apiCode = 0
+		}
+	}
+	s := startFakeNode(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := s.prober(t).Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("Probe took %s, want it to pass once the apiserver answers", took)
 	}
 }
 
@@ -198,11 +395,10 @@ func TestProbeRetries(t *testing.T) {
 			n.healthzCode = http.StatusOK
 		}
 	}
-	url, client := startFakeNode(t, n)
-	p := NewProber(ProberConfig{Client: client, NodeName: "n1", HealthzURL: url, Interval: 10 * time.Millisecond})
+	s := startFakeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
+	if err := s.prober(t).Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
 		t.Fatal(err)
 	}
 	n.mu.Lock()
@@ -212,21 +408,21 @@ func TestProbeRetries(t *testing.T) {
 	}
 }
 
-func TestHealthzURL(t *testing.T) {
+func TestKubeletURL(t *testing.T) {
 	tests := map[string]struct {
 		url     string
 		config  string
 		want    string
 		wantErr string
 	}{
-		"defaults":             {config: `{}`, want: "http://127.0.0.1:10248/healthz"},
-		"bind address, port":   {config: `{"healthzBindAddress":"198.51.100.11","healthzPort":10300}`, want: "http://198.51.100.11:10300/healthz"},
-		"unspecified address":  {config: `{"healthzBindAddress":"0.0.0.0"}`, want: "http://127.0.0.1:10248/healthz"},
-		"IPv6 address":         {config: `{"healthzBindAddress":"fd00::1"}`, want: "http://[fd00::1]:10248/healthz"},
-		"healthz disabled":     {config: `{"healthzPort":0}`, want: ""},
-		"flag wins":            {url: "http://10.0.0.1:1/healthz", config: `{"healthzPort":0}`, want: "http://10.0.0.1:1/healthz"},
-		"bind address no IP":   {config: `{"healthzBindAddress":"localhost"}`, wantErr: `expected config: healthzBindAddress "localhost" is not an IP address`},
-		"port is not a number": {config: `{"healthzPort":"x"}`, wantErr: `expected config: healthzPort x is not a number`},
+		"defaults":             {config: `{}`, want: "https://127.0.0.1:10250"},
+		"address, port":        {config: `{"address":"198.51.100.11","port":10300}`, want: "https://198.51.100.11:10300"},
+		"unspecified address":  {config: `{"address":"0.0.0.0"}`, want: "https://127.0.0.1:10250"},
+		"IPv6 address":         {config: `{"address":"fd00::1"}`, want: "https://[fd00::1]:10250"},
+		"healthz port ignored": {config: `{"healthzBindAddress":"198.51.100.12","healthzPort":0}`, want: "https://127.0.0.1:10250"},
+		"flag wins":            {url: "https://10.0.0.1:1/", config: `{"address":"198.51.100.11"}`, want: "https://10.0.0.1:1"},
+		"address no IP":        {config: `{"address":"localhost"}`, wantErr: `expected config: address "localhost" is not an IP address`},
+		"port is not a number": {config: `{"port":"x"}`, wantErr: `expected config: port x is not a number`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -234,7 +430,7 @@ func TestHealthzURL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := NewProber(ProberConfig{HealthzURL: tc.url}).healthzURL(cfg)
+			got, err := NewProber(ProberConfig{KubeletURL: tc.url}).kubeletURL(cfg)
 			if errString(err) != tc.wantErr {
 				t.Errorf("error = %q, want %q", errString(err), tc.wantErr)
 			}
@@ -243,4 +439,80 @@ func TestHealthzURL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNewKubeletClient proves the kubelet's serving certificate is verified
+// unless skipping is asked for, and that the agent's credential is sent.
+func TestNewKubeletClient(t *testing.T) {
+	n := healthyNode()
+	s := startFakeNode(t, n)
+	otherCA := writeOtherCA(t)
+	agent := &rest.Config{Host: "https://apiserver.invalid", BearerToken: agentToken}
+	tests := map[string]struct {
+		cfg     *rest.Config
+		tls     KubeletTLS
+		wantErr string
+	}{
+		"kubelet CA":                   {cfg: agent, tls: KubeletTLS{CAFile: s.caFile}},
+		"kubelet CA, name in the cert": {cfg: agent, tls: KubeletTLS{CAFile: s.caFile, ServerName: "example.com"}},
+		"kubelet CA, wrong name": {cfg: agent, tls: KubeletTLS{CAFile: s.caFile, ServerName: "dkc-node-1"},
+			wantErr: "tls: failed to verify certificate: x509: certificate is valid for example.com, *.example.com, not dkc-node-1"},
+		"another CA": {cfg: agent, tls: KubeletTLS{CAFile: otherCA},
+			wantErr: "tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		"the REST config's CA by default": {cfg: &rest.Config{BearerToken: agentToken, TLSClientConfig: rest.TLSClientConfig{CAFile: otherCA, ServerName: "kubernetes"}},
+			wantErr: "tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		"insecure, when asked": {cfg: &rest.Config{BearerToken: agentToken, TLSClientConfig: rest.TLSClientConfig{CAFile: otherCA}}, tls: KubeletTLS{Insecure: true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client, err := NewKubeletClient(tc.cfg, tc.tls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Get(s.kubelet.URL + "/healthz")
+			var got string
+			if err != nil {
+				var uerr *url.Error
+				if !errors.As(err, &uerr) {
+					t.Fatalf("error %v is no *url.Error", err)
+				}
+				got = uerr.Err.Error()
+			} else {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("status = %s, want 200: the token was not sent", resp.Status)
+				}
+			}
+			if got != tc.wantErr {
+				t.Errorf("error = %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+// writeOtherCA writes a CA certificate that signed nothing the tests serve.
+func writeOtherCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "other-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "other-ca.crt")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
