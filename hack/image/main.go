@@ -1,0 +1,197 @@
+// Command image builds kubectl-dkc's container images as OCI image archives,
+// with no Docker daemon and nothing pulled from a registry:
+//
+//	go run . agent -root ../.. -o ../../_output/image/kubectl-dkc-agent.oci.tar
+//	go run . pause -o ../../_output/image/kubectl-dkc-pause.oci.tar
+//
+// Each image is one layer on an empty base, for every -platforms entry, in
+// one OCI image index. Builds are reproducible: the binaries are built with
+// -trimpath and fixed ldflags, and every timestamp is -epoch (the commit's
+// time in `make image`), so the same commit gives the same digest.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Default image names, the ones deploy/ and the harness use.
+const (
+	DefaultAgentRepo = "registry.example/kubectl-dkc-agent"
+	DefaultPauseRef  = "registry.example/kubectl-dkc-pause:v1"
+)
+
+const sourceURL = "https://github.com/kubectl-dkc/dkc"
+
+// options are the flags of both subcommands.
+type options struct {
+	Kind      string // agent or pause
+	Root      string // the kubectl-dkc repository (agent)
+	Binary    string // a prebuilt agent binary, for one platform
+	Out       string
+	Ref       string
+	Version   string
+	Commit    string
+	Epoch     int64
+	Platforms string
+}
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause") {
+		return fmt.Errorf("usage: image agent|pause [flags]")
+	}
+	o := options{Kind: args[0]}
+	fs := flag.NewFlagSet("image "+o.Kind, flag.ContinueOnError)
+	fs.StringVar(&o.Root, "root", "../..", "The kubectl-dkc repository, whose main package is the agent.")
+	fs.StringVar(&o.Binary, "binary", "", "Use this agent binary instead of building one; needs a single -platforms entry.")
+	fs.StringVar(&o.Out, "o", "", "The OCI image archive to write (required).")
+	fs.StringVar(&o.Ref, "name", "", "The image's name in the archive (default "+DefaultAgentRepo+":VERSION, or "+DefaultPauseRef+").")
+	fs.StringVar(&o.Version, "version", "v0.0.0-dev", "Version stamped into the agent binary, and the agent image's tag.")
+	fs.StringVar(&o.Commit, "commit", "unknown", "Git commit stamped into the agent binary.")
+	fs.Int64Var(&o.Epoch, "epoch", 0, "Unix time of every timestamp in the image, such as the commit's.")
+	fs.StringVar(&o.Platforms, "platforms", "linux/amd64,linux/arm64", "Comma-separated os/arch list.")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if o.Out == "" {
+		return fmt.Errorf("-o is required: the archive to write")
+	}
+	d, err := build(ctx, o)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(o.Out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s %s %s (%d bytes)\n", o.Out, o.Ref, d, st.Size())
+	return nil
+}
+
+// build writes the archive and returns the image index's digest.
+func build(ctx context.Context, o options) (v1.Hash, error) {
+	platforms, err := parsePlatforms(o.Platforms)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if o.Binary != "" && len(platforms) != 1 {
+		return v1.Hash{}, fmt.Errorf("-binary needs exactly one -platforms entry, got %q", o.Platforms)
+	}
+	epoch := time.Unix(o.Epoch, 0).UTC()
+	work, err := os.MkdirTemp("", "dkc-image-bin-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer os.RemoveAll(work)
+	here, err := os.Getwd()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	images := map[platform]v1.Image{}
+	for _, p := range platforms {
+		var spec imageSpec
+		switch o.Kind {
+		case "agent":
+			if o.Ref == "" {
+				o.Ref = DefaultAgentRepo + ":" + o.Version
+			}
+			spec, err = agentSpec(ctx, o, p, epoch, work)
+		default:
+			if o.Ref == "" {
+				o.Ref = DefaultPauseRef
+			}
+			spec, err = pauseSpec(ctx, here, p, epoch, work)
+		}
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		if images[p], err = newImage(spec); err != nil {
+			return v1.Hash{}, fmt.Errorf("image for %s: %w", p, err)
+		}
+	}
+	idx, err := newIndex(images, platforms)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := writeArchive(o.Out, idx, o.Ref, epoch); err != nil {
+		return v1.Hash{}, fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	return idx.Digest()
+}
+
+// agentSpec is the agent's image: the kubectl-dkc binary, whose entrypoint
+// is `kubectl-dkc agent`, plus an /etc/passwd and /etc/group that name root
+// and nobody, and a /tmp. No shell, no package manager, no CA bundle: the
+// agent reaches the apiserver with the pod's service account CA.
+func agentSpec(ctx context.Context, o options, p platform, epoch time.Time, work string) (imageSpec, error) {
+	bin := o.Binary
+	if bin == "" {
+		bin = filepath.Join(work, "kubectl-dkc-"+p.OS+"-"+p.Arch)
+		ldflags := "-s -w" +
+			" -X github.com/kubectl-dkc/dkc/pkg/version.version=" + o.Version +
+			" -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=" + o.Commit +
+			" -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=" + epoch.Format(time.RFC3339)
+		if err := goBuild(ctx, o.Root, ".", p, ldflags, bin); err != nil {
+			return imageSpec{}, err
+		}
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return imageSpec{}, err
+	}
+	return imageSpec{
+		Platform: p,
+		Epoch:    epoch,
+		Files: []file{
+			{Name: "etc", Mode: 0o755, Dir: true},
+			{Name: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+			{Name: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")},
+			{Name: "tmp", Mode: 0o1777, Dir: true},
+			{Name: "kubectl-dkc", Mode: 0o755, Data: b},
+		},
+		Entrypoint: []string{"/kubectl-dkc", "agent"},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":    "kubectl-dkc-agent",
+			"org.opencontainers.image.source":   sourceURL,
+			"org.opencontainers.image.version":  o.Version,
+			"org.opencontainers.image.revision": o.Commit,
+			"org.opencontainers.image.created":  epoch.Format(time.RFC3339),
+		},
+	}, nil
+}
+
+// pauseSpec is the CRI sandbox image: the static pause program of ./pause.
+func pauseSpec(ctx context.Context, here string, p platform, epoch time.Time, work string) (imageSpec, error) {
+	bin := filepath.Join(work, "pause-"+p.OS+"-"+p.Arch)
+	if err := goBuild(ctx, here, "./pause", p, "-s -w", bin); err != nil {
+		return imageSpec{}, err
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return imageSpec{}, err
+	}
+	return imageSpec{
+		Platform:   p,
+		Epoch:      epoch,
+		Files:      []file{{Name: "pause", Mode: 0o755, Data: b}},
+		Entrypoint: []string{"/pause"},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":   "kubectl-dkc-pause",
+			"org.opencontainers.image.source":  sourceURL,
+			"org.opencontainers.image.created": epoch.Format(time.RFC3339),
+		},
+	}, nil
+}
