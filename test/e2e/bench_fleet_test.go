@@ -1,0 +1,475 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-dkc/dkc/pkg/agent"
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// Defaults of BenchmarkFleetRollout; each has an environment variable.
+const (
+	fleetNodes          = 1000            // DKC_BENCH_FLEET_NODES
+	fleetRestart        = 2 * time.Second // DKC_BENCH_FLEET_RESTART
+	fleetGate           = 1 * time.Second // DKC_BENCH_FLEET_GATE
+	fleetMaxUnavailable = "10%"           // DKC_BENCH_FLEET_MAX_UNAVAILABLE
+)
+
+// fleetLocal is the simulated kubelets' local config; the rollout moves
+// them to fleetTarget.
+const (
+	fleetLocal  = `{"kind":"KubeletConfiguration","apiVersion":"kubelet.config.k8s.io/v1beta1","maxPods":110}`
+	fleetTarget = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 111\n"
+)
+
+// BenchmarkFleetRollout rolls a kubelet config out over 1000 simulated
+// nodes with `kubectl dkc rollout start --max-unavailable 10% --wait`.
+//
+// Each node is a Node object on a real kube-apiserver v1.36.3 (no kubelet),
+// and a real dkc agent loop (pkg/agent), in this process, with its own
+// client (the agent's RBAC identity, client-go's default rate limit of 5
+// QPS, burst 10, over a shared connection) and its own checkpoint store on
+// disk. Its kubelet effects are pkg/kubelet/fake's: a restart takes r (2 s)
+// and the health gate g (1 s), then passes. The fakes count the nodes
+// between the start of a restart and the end of its gate: that count must
+// never exceed the budget.
+//
+// It reports the rollout's wall time (the CLI process, start to exit)
+// against the ideal ceil(N / budget) x (r + g), as a ratio (goal: at most
+// 1.2); the peak number of nodes in progress; the apiserver's requests
+// (apiserver_request_total) during the rollout, per node, and the agents'
+// own requests per node; and the agents' memory (Go heap in use, after a
+// GC, less what the process held before they started).
+func BenchmarkFleetRollout(b *testing.B) {
+	n := benchEnvInt(b, "DKC_BENCH_FLEET_NODES", fleetNodes, 10)
+	restart := benchEnvDuration(b, "DKC_BENCH_FLEET_RESTART", fleetRestart)
+	gate := benchEnvDuration(b, "DKC_BENCH_FLEET_GATE", fleetGate)
+	maxUnavailable := os.Getenv("DKC_BENCH_FLEET_MAX_UNAVAILABLE")
+	if maxUnavailable == "" {
+		maxUnavailable = fleetMaxUnavailable
+	}
+	budget, err := budgetOf(maxUnavailable, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	c := framework.Setup(b, framework.Options{
+		ControlPlaneOnly: true,
+		// 2000 watches from the agents plus the rollout's: lift the
+		// apiserver's limits on requests in flight so that none queues.
+		APIServerFlags: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
+	})
+	ctx := context.Background()
+
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-target", Namespace: source.DefaultNamespace},
+		Data:       map[string]string{source.DefaultKey: fleetTarget},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	nodes := make([]*corev1.Node, n)
+	for i := range nodes {
+		if nodes[i], err = simNode(fmt.Sprintf("fleet-%04d", i), i, simNodeState{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	took, err := createNodes(ctx, c.RESTConfig, nodes, 32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("created %d Node objects in %s", n, took.Round(time.Millisecond))
+
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	heapBefore := heapInUse()
+	fleet, err := startFleet(ctx, b, kubeconfig, nodes, restart, gate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fleet.stop()
+	heapIdle := heapInUse()
+	b.Logf("%d agents running and watching after %s; Go heap in use %.1f MiB more than before them",
+		n, fleet.startup.Round(time.Millisecond), mib(heapIdle-heapBefore))
+
+	verbsBefore, reqBefore, err := apiserverRequests(ctx, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agentReqBefore := fleet.requests.snapshot()
+
+	args := []string{"rollout", "start", "--config", "fleet-target", "--all",
+		"--max-unavailable", maxUnavailable, "--canary", "0", "--wait", "--timeout", "30m"}
+	b.StartTimer()
+	out, wall, err := runTimed(c.Kubeconfig, append([]string{dkcBinary}, args...)...)
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("kubectl dkc %s: %v", strings.Join(args, " "), err)
+	}
+	b.Logf("$ kubectl dkc %s\n%s", strings.Join(args, " "), lastLines(out, 5))
+
+	verbsAfter, reqAfter, err := apiserverRequests(ctx, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agentReq := fleet.requests.snapshot().minus(agentReqBefore)
+	heapAfter := heapInUse()
+
+	// Every node runs the target, each kubelet restarted exactly once, and
+	// never more than the budget at a time.
+	list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	notActive := 0
+	for i := range list.Items {
+		st, _, err := source.Status(&list.Items[i])
+		if err != nil || st == nil || st.Error != "" || !isCM(st.Active, "fleet-target") {
+			notActive++
+		}
+	}
+	if notActive > 0 {
+		b.Errorf("%d of %d nodes do not report fleet-target active after the rollout", notActive, n)
+	}
+	if twice := fleet.restartedOtherThanOnce(); len(twice) > 0 {
+		b.Errorf("%d kubelets were not restarted exactly once, such as %v", len(twice), twice[:min(5, len(twice))])
+	}
+	peak := fleet.peak.Load()
+	if peak > int64(budget) {
+		b.Errorf("peak of %d nodes in restart or health gate at once, over the budget of %d", peak, budget)
+	}
+
+	ideal := time.Duration(math.Ceil(float64(n)/float64(budget))) * (restart + gate)
+	ratio := wall.Seconds() / ideal.Seconds()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "nodes %d, --max-unavailable %s (budget %d), restart %s, gate %s\n", n, maxUnavailable, budget, restart, gate)
+	fmt.Fprintf(&sb, "rollout wall time      %s\n", wall.Round(time.Millisecond))
+	fmt.Fprintf(&sb, "ideal ceil(N/budget)*(r+g) %s\n", ideal)
+	fmt.Fprintf(&sb, "ratio                  %.2f (goal <= 1.2)\n", ratio)
+	fmt.Fprintf(&sb, "peak in progress       %d (budget %d)\n", peak, budget)
+	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node: %s\n", reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), verbDelta(verbsBefore, verbsAfter))
+	fmt.Fprintf(&sb, "agents' requests       %d, %.1f per node: %s\n", agentReq.total(), float64(agentReq.total())/float64(n), agentReq)
+	fmt.Fprintf(&sb, "agents' Go heap        idle %.1f MiB, after the rollout %.1f MiB (%.0f KiB per agent)\n",
+		mib(heapIdle-heapBefore), mib(heapAfter-heapBefore), float64(heapAfter-heapBefore)/1024/float64(n))
+	fmt.Fprintf(&sb, "process RSS            %.0f MiB\n", mib(rssBytes()))
+	b.Logf("fleet rollout, %d simulated nodes on apiserver v1.36.3\n%s", n, sb.String())
+
+	b.ReportMetric(float64(wall.Nanoseconds()), "ns/op")
+	b.ReportMetric(float64(n), "nodes")
+	b.ReportMetric(wall.Seconds(), "wall-s")
+	b.ReportMetric(ideal.Seconds(), "ideal-s")
+	b.ReportMetric(ratio, "wall/ideal")
+	b.ReportMetric(float64(peak), "peak-in-progress")
+	b.ReportMetric(float64(budget), "budget")
+	b.ReportMetric((reqAfter-reqBefore)/float64(n), "apiserver-requests/node")
+	b.ReportMetric(float64(agentReq.total())/float64(n), "agent-requests/node")
+	b.ReportMetric(mib(heapAfter-heapBefore), "agents-heap-MiB")
+}
+
+// budgetOf is maxUnavailable of n nodes: a count, or a percentage rounded
+// down and at least 1.
+func budgetOf(maxUnavailable string, n int) (int, error) {
+	var v int
+	if p, ok := strings.CutSuffix(maxUnavailable, "%"); ok {
+		if _, err := fmt.Sscanf(p, "%d", &v); err != nil {
+			return 0, fmt.Errorf("max unavailable %q: %w", maxUnavailable, err)
+		}
+		return max(1, n*v/100), nil
+	}
+	if _, err := fmt.Sscanf(maxUnavailable, "%d", &v); err != nil || v < 1 {
+		return 0, fmt.Errorf("max unavailable %q: want N or P%%", maxUnavailable)
+	}
+	return v, nil
+}
+
+// fleet is the simulated nodes' agents, running in this process.
+type fleet struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// restarters are the agents' fake restarters, by node name.
+	restarters map[string]*kfake.FakeRestarter
+	requests   *requestCounter
+	// inProgress counts the kubelets between the start of a restart and
+	// the end of their health gate; peak is its maximum.
+	inProgress, peak atomic.Int64
+	// startup is how long the agents took to list and watch their nodes.
+	startup     time.Duration
+	broadcaster record.EventBroadcaster
+}
+
+// startFleet starts one agent per node and returns once every agent's
+// informer watches its Node.
+func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*corev1.Node, restart, gate time.Duration) (*fleet, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{restarters: map[string]*kfake.FakeRestarter{}, requests: &requestCounter{}}
+	cfg.WrapTransport = f.requests.wrap
+	// Events go out through one broadcaster and its own client, as each
+	// agent's would through its own.
+	eventClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The agents log nothing: a thousand of them would drown the output.
+	ctx, f.cancel = context.WithCancel(klog.NewContext(ctx, logr.Discard()))
+	f.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	f.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
+
+	began := time.Now()
+	dir := b.TempDir()
+	for i, node := range nodes {
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		store, err := checkpoint.Open(filepath.Join(dir, node.Name), clock.RealClock{})
+		if err != nil {
+			return nil, err
+		}
+		r := &kfake.FakeRestarter{OnCall: func(method string) {
+			if method != "Restart" {
+				return
+			}
+			in := f.inProgress.Add(1)
+			for p := f.peak.Load(); in > p && !f.peak.CompareAndSwap(p, in); p = f.peak.Load() {
+			}
+			time.Sleep(restart)
+		}}
+		f.restarters[node.Name] = r
+		a := &agent.Agent{
+			Client:         client,
+			NodeName:       node.Name,
+			Store:          store,
+			Writer:         &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(fleetLocal), Current: []byte(fleetLocal)},
+			Restarter:      r,
+			Prober:         &slowProber{gate: gate, done: func() { f.inProgress.Add(-1) }},
+			Clock:          clock.RealClock{},
+			Recorder:       f.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: node.Name}),
+			Metrics:        agent.NewMetrics(),
+			KubeletRootDir: filepath.Join(dir, node.Name),
+			HealthTimeout:  time.Minute,
+			TrialDuration:  time.Hour,
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			if err := a.Run(ctx); err != nil {
+				b.Errorf("agent of %s: %v", a.NodeName, err)
+			}
+		}()
+		// Start them in batches of 100, as a DaemonSet rolls its pods
+		// out, rather than all at once.
+		if (i+1)%100 == 0 || i == len(nodes)-1 {
+			if err := f.requests.waitWatches(ctx, i+1, time.Minute); err != nil {
+				f.stop()
+				return nil, err
+			}
+		}
+	}
+	f.startup = time.Since(began)
+	return f, nil
+}
+
+func (f *fleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+	f.broadcaster.Shutdown()
+}
+
+// restartedOtherThanOnce lists the nodes whose kubelet was not restarted
+// exactly once.
+func (f *fleet) restartedOtherThanOnce() []string {
+	var out []string
+	for name, r := range f.restarters {
+		if calls := r.CallsSnapshot(); len(calls) != 1 || calls[0] != "Restart" {
+			out = append(out, fmt.Sprintf("%s: %v", name, calls))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// slowProber is a fake health gate that takes gate to pass, then calls
+// done.
+type slowProber struct {
+	kfake.FakeProber
+	gate time.Duration
+	done func()
+}
+
+func (p *slowProber) Probe(ctx context.Context, want kubelet.Expectation) error {
+	defer p.done()
+	select {
+	case <-time.After(p.gate):
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", kubelet.ErrHealthGate, ctx.Err())
+	}
+	return p.FakeProber.Probe(ctx, want)
+}
+
+// requestCounter counts the requests of the clients whose transport it
+// wraps, by verb as the apiserver names them (WATCH for a GET with
+// watch=true; LIST and GET are not told apart: both count as GET).
+type requestCounter struct {
+	mu     sync.Mutex
+	byVerb requestCounts
+	// watching counts watches whose response began.
+	watching atomic.Int64
+}
+
+type requestCounts map[string]int64
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		verb := req.Method
+		watch := req.URL.Query().Get("watch") == "true"
+		if watch {
+			verb = "WATCH"
+		}
+		c.mu.Lock()
+		if c.byVerb == nil {
+			c.byVerb = requestCounts{}
+		}
+		c.byVerb[verb]++
+		c.mu.Unlock()
+		resp, err := rt.RoundTrip(req)
+		if watch && err == nil {
+			c.watching.Add(1)
+		}
+		return resp, err
+	})
+}
+
+func (c *requestCounter) snapshot() requestCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := requestCounts{}
+	for k, v := range c.byVerb {
+		out[k] = v
+	}
+	return out
+}
+
+// waitWatches waits until n watches began.
+func (c *requestCounter) waitWatches(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for c.watching.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d agents watch their node after %s", c.watching.Load(), n, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (rc requestCounts) minus(o requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range rc {
+		if d := v - o[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func (rc requestCounts) total() int64 {
+	var t int64
+	for _, v := range rc {
+		t += v
+	}
+	return t
+}
+
+func (rc requestCounts) String() string {
+	var parts []string
+	for k, v := range rc {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// verbDelta shows the apiserver's requests by verb between two scrapes.
+func verbDelta(before, after map[string]float64) string {
+	var parts []string
+	for verb, v := range after {
+		if d := v - before[verb]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", verb, d))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// heapInUse is the Go heap in use after a GC.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+// rssBytes is this process's resident set size, from /proc/self/statm.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, resident int64
+	if _, err := fmt.Sscanf(string(b), "%d %d", &size, &resident); err != nil {
+		return 0
+	}
+	return resident * int64(os.Getpagesize())
+}
+
+func mib(v int64) float64 { return float64(v) / (1 << 20) }
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
