@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the e2e harness and the local cluster
 # run, and the kubectl the plugin-discovery and --append-hash tests use:
-# kube-apiserver, kubelet and kubectl from k8s.io/kubernetes, and etcd from
+# kube-apiserver, kubelet, kubectl, kube-controller-manager and kube-scheduler
+# from k8s.io/kubernetes, and etcd from
 # go.etcd.io/etcd/server, at the versions pinned in hack/tools/go.mod.
 # Binaries land in $DKC_BIN_DIR (default ~/.cache/kubectl-dkc/bin/v1.36.3)
 # and are reused when present.
@@ -32,5 +33,9 @@ build() { # name package
 build etcd ./etcd
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kubelet k8s.io/kubernetes/cmd/kubelet
+# The DaemonSet e2e and `make cluster-up AGENT=daemonset` run pods: the
+# DaemonSet controller creates them and the scheduler binds them.
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build kubectl k8s.io/kubernetes/cmd/kubectl
 echo "$bin_dir"
