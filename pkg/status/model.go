@@ -3,6 +3,7 @@ package status
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +29,8 @@ const Kind = "NodeConfig"
 //	 "metadata":{"name":"n1"},
 //	 "carrier":"annotation",
 //	 "configSource":{"configMap":{"namespace":"kube-system","name":"cm","kubeletConfigKey":"kubelet"}},
-//	 "status":{"assigned":{...},"active":{...},"lastKnownGood":{...},"error":"..."}}
+//	 "status":{"assigned":{...},"active":{...},"lastKnownGood":{...},"error":"..."},
+//	 "agent":"ready"}
 //
 // configSource is what the operator requested (the node's spec.configSource or
 // its annotation), and is absent for the local config. status has the shape of
@@ -46,6 +48,9 @@ type NodeConfig struct {
 	ConfigSource *corev1.NodeConfigSource `json:"configSource,omitempty"`
 	// Status is what the node reports; nil when it reports nothing.
 	Status *corev1.NodeConfigStatus `json:"status,omitempty"`
+	// Agent says whether a dkc agent looks after the node: none, ready or
+	// stale (see AgentState).
+	Agent AgentState `json:"agent,omitempty"`
 }
 
 // NodeConfigList is the `kind: List, apiVersion: v1` that wraps NodeConfigs
@@ -57,8 +62,13 @@ type NodeConfigList struct {
 }
 
 // FromNode reads node's request and status from whichever carrier holds
-// them.
+// them, and its AgentState now.
 func FromNode(node *corev1.Node) (NodeConfig, error) {
+	return FromNodeAt(node, time.Now())
+}
+
+// FromNodeAt is FromNode with the AgentState at time now.
+func FromNodeAt(node *corev1.Node, now time.Time) (NodeConfig, error) {
 	item := NodeConfig{
 		TypeMeta:   metav1.TypeMeta{Kind: Kind, APIVersion: SchemeGroupVersion.String()},
 		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
@@ -72,6 +82,7 @@ func FromNode(node *corev1.Node) (NodeConfig, error) {
 		return item, err
 	}
 	item.ConfigSource, item.Status, item.Carrier = src, st, assignedCarrier
+	item.Agent = Agent(node, now)
 	if item.Carrier == "" {
 		item.Carrier = statusCarrier
 	}

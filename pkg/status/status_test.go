@@ -77,6 +77,7 @@ func (i *item) requested(src *corev1.NodeConfigSource) *item {
 	i.ConfigSource = src
 	return i
 }
+func (i *item) agent(a AgentState) *item { i.Agent = a; return i }
 func (i *item) status(assigned, active, lkg *corev1.NodeConfigSource, errText string) *item {
 	i.Status = &corev1.NodeConfigStatus{Assigned: assigned, Active: active, LastKnownGood: lkg, Error: errText}
 	return i
@@ -98,7 +99,7 @@ func TestFromNode(t *testing.T) {
 	}{
 		"nothing": {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "b"}}},
-			want: newItem("n1").NodeConfig,
+			want: newItem("n1").agent(AgentNone).NodeConfig,
 		},
 		"native": {
 			node: &corev1.Node{
@@ -106,18 +107,18 @@ func TestFromNode(t *testing.T) {
 				Spec:       corev1.NodeSpec{ConfigSource: cm("a")},
 				Status:     corev1.NodeStatus{Config: &corev1.NodeConfigStatus{Assigned: ckpt("a", "1"), Active: ckpt("a", "1")}},
 			},
-			want: newItem("n1").carrier(source.Native).requested(cm("a")).status(ckpt("a", "1"), ckpt("a", "1"), nil, "").NodeConfig,
+			want: newItem("n1").carrier(source.Native).requested(cm("a")).status(ckpt("a", "1"), ckpt("a", "1"), nil, "").agent(AgentReady).NodeConfig,
 		},
 		"annotation": {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
 				source.AssignedAnnotation: `{"configMap":{"namespace":"kube-system","name":"b","kubeletConfigKey":"kubelet"}}`,
 				source.StatusAnnotation:   statusJSON,
 			}}},
-			want: newItem("n1").carrier(source.Annotation).requested(cm("b")).status(ckpt("b", "2"), nil, nil, ValidateError).NodeConfig,
+			want: newItem("n1").carrier(source.Annotation).requested(cm("b")).status(ckpt("b", "2"), nil, nil, ValidateError).agent(AgentReady).NodeConfig,
 		},
 		"status only": {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{source.StatusAnnotation: `{}`}}},
-			want: newItem("n1").carrier(source.Annotation).status(nil, nil, nil, "").NodeConfig,
+			want: newItem("n1").carrier(source.Annotation).status(nil, nil, nil, "").agent(AgentReady).NodeConfig,
 		},
 		"invalid assignment": {
 			node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{source.AssignedAnnotation: `{`}}},
@@ -149,12 +150,12 @@ func fleet() []NodeConfig {
 	otherKey.ConfigMap.KubeletConfigKey = "kubelet.yaml"
 	return []NodeConfig{
 		newItem("node-c-failed").carrier(source.Annotation).requested(cm("bad-k7t9m2")).
-			status(ckpt("bad-k7t9m2", "812"), ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), ValidateError).NodeConfig,
+			status(ckpt("bad-k7t9m2", "812"), ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), ValidateError).agent(AgentReady).NodeConfig,
 		newItem("node-a-active").carrier(source.Native).requested(cm("good-5f8h4c")).
-			status(ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), "").NodeConfig,
+			status(ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), "").agent(AgentReady).NodeConfig,
 		newItem("node-b-pending").carrier(source.Annotation).requested(cm("good-5f8h4c")).
-			status(nil, nil, nil, "").NodeConfig,
-		newItem("node-d-unreported").NodeConfig,
+			status(nil, nil, nil, "").agent(AgentStale).NodeConfig,
+		newItem("node-d-unreported").agent(AgentNone).NodeConfig,
 		newItem("node-e-odd").carrier(source.Annotation).requested(otherKey).
 			status(&corev1.NodeConfigSource{}, nil, nil, SyncErrorPrefix+AllNilSubfieldsError+"\nsecond\tline").NodeConfig,
 	}

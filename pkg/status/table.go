@@ -21,16 +21,16 @@ const (
 )
 
 // PrintTable writes items to w as a table sorted by node name, with the
-// columns NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD ERROR. wide adds
+// columns NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD AGENT ERROR. wide adds
 // REQUESTED (the assignment the operator made, which the status can lag
 // behind) and shows each reported source with its resourceVersion. See
 // FormatSource for how a source shows; ASSIGNED, ACTIVE and LAST-KNOWN-GOOD
 // are <none> when the node reports no status.
 func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
 	tw := printers.GetNewTabWriter(w)
-	header := []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "ERROR"}
+	header := []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
 	if wide {
-		header = []string{"NODE", "CARRIER", "REQUESTED", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "ERROR"}
+		header = []string{"NODE", "CARRIER", "REQUESTED", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
 	}
 	if _, err := fmt.Fprintln(tw, strings.Join(header, "\t")); err != nil {
 		return err
@@ -49,9 +49,9 @@ func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
 		if carrier == "" {
 			carrier = none
 		}
-		row := []string{item.Name, carrier, assigned, active, lkg, errText}
+		row := []string{item.Name, carrier, assigned, active, lkg, string(item.Agent), errText}
 		if wide {
-			row = []string{item.Name, carrier, FormatSource(item.ConfigSource, wide), assigned, active, lkg, errText}
+			row = []string{item.Name, carrier, FormatSource(item.ConfigSource, wide), assigned, active, lkg, string(item.Agent), errText}
 		}
 		for i := range row {
 			row[i] = cell(row[i])

@@ -199,16 +199,36 @@ func Wait(ctx context.Context, client kubernetes.Interface, names []string, want
 	case err == nil:
 		return last, nil
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-		return last, fmt.Errorf("wait for %s: %w after %s: pending %s", want, ErrTimeout, timeout, nodeList(pending))
+		return last, fmt.Errorf("wait for %s: %w after %s: pending %s", want, ErrTimeout, timeout, pendingList(pending, last))
 	}
 	return last, err
 }
 
-// nodeList shows names as node/NAME, comma-separated.
-func nodeList(names []string) string {
+// pendingList shows names as node/NAME, comma-separated, each followed by
+// the cause when items show one: no agent, or a stale one.
+func pendingList(names []string, items []NodeConfig) string {
+	agents := map[string]AgentState{}
+	for _, item := range items {
+		agents[item.Name] = item.Agent
+	}
 	out := make([]string, len(names))
 	for i, name := range names {
 		out[i] = "node/" + name
+		if cause := AgentCause(agents[name]); cause != "" {
+			out[i] += " (" + cause + ")"
+		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// AgentCause says why a node in state a does not take up its assignment,
+// or "" when a does not explain it.
+func AgentCause(a AgentState) string {
+	switch a {
+	case AgentNone:
+		return "no dkc agent has ever reported on it; " + InstallHint
+	case AgentStale:
+		return fmt.Sprintf("its dkc agent has not taken up the assignment for over %s; check the agent", StaleAfter)
+	}
+	return ""
 }

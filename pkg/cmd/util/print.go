@@ -1,0 +1,30 @@
+package util
+
+import (
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// NewPrintFlags returns the -o flags of a command that changes objects and
+// reports each one as kubectl cordon does: "KIND/NAME OPERATION" by default,
+// KIND/NAME with -o name, the object with -o json|yaml. The type setter
+// fills in the TypeMeta that objects returned by a clientset lack.
+func NewPrintFlags() *genericclioptions.PrintFlags {
+	return genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.Scheme)
+}
+
+// ToPrinter returns pf's printer for operation ("assigned", "created", ...),
+// marked " (dry run)" for a client dry run and " (server dry run)" for a
+// server one, as kubectl marks them. It is the one place that turns
+// --dry-run into that suffix.
+func ToPrinter(pf *genericclioptions.PrintFlags, dryRun, operation string) (printers.ResourcePrinter, error) {
+	switch dryRun {
+	case DryRunClient:
+		operation += " (dry run)"
+	case DryRunServer:
+		operation += " (server dry run)"
+	}
+	pf.NamePrintFlags.Operation = operation
+	return pf.ToPrinter()
+}
