@@ -21,14 +21,18 @@ import (
 
 // TestKubeletEffects drives a real kubelet with the node agent's effects:
 // the drop-in and replace writers, the exec restarter on the harness's
-// restart command, and the health-gate prober, whose healthz URL comes from
+// restart command, and the health-gate prober, whose kubelet URL comes from
 // the kubelet config (the node's address on the harness bridge).
 func TestKubeletEffects(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 1})
 	ctx := context.Background()
 	n := c.Nodes[0]
 	restarter := kubelet.NewExecRestarter([]string{n.RestartCommand}, 30*time.Second)
-	prober := kubelet.NewProber(kubelet.ProberConfig{Client: c.Client, NodeName: n.Name, Interval: 200 * time.Millisecond})
+	kubeletClient, err := kubelet.NewKubeletClient(c.RESTConfig, kubelet.KubeletTLS{CAFile: n.KubeletCAFile(), ServerName: n.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prober := kubelet.NewProber(kubelet.ProberConfig{Client: c.Client, NodeName: n.Name, KubeletClient: kubeletClient, Interval: 200 * time.Millisecond})
 	original, err := os.ReadFile(n.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

@@ -51,13 +51,17 @@ type Options struct {
 	StartCommand       string
 	SystemdUnit        string
 	RestartTimeout     time.Duration
-	KubeletHealthz     string
+	KubeletURL         string
+	KubeletCAFile      string
+	KubeletServerName  string
+	KubeletInsecure    bool
 	HealthTimeout      time.Duration
 	TrialDuration      time.Duration
 	MetricsBindAddress string
 	HealthBindAddress  string
 
-	client kubernetes.Interface
+	client        kubernetes.Interface
+	kubeletClient *http.Client
 	genericiooptions.IOStreams
 }
 
@@ -129,8 +133,11 @@ config: at start it puts the checkpointed config in place.`,
 	fl.StringVar(&o.StartCommand, "start-command", o.StartCommand, "Shell command that starts the kubelet, for a CPU or memory manager policy change (--restart=exec).")
 	fl.StringVar(&o.SystemdUnit, "systemd-unit", o.SystemdUnit, "The kubelet's systemd unit (--restart=systemd).")
 	fl.DurationVar(&o.RestartTimeout, "restart-timeout", o.RestartTimeout, "Limit of each restart, stop or start; a timeout is a failure.")
-	fl.StringVar(&o.KubeletHealthz, "kubelet-healthz", o.KubeletHealthz, "The kubelet's healthz URL (default: from the config's healthzBindAddress and healthzPort).")
-	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate (healthz, configz, Ready) before the agent rolls back.")
+	fl.StringVar(&o.KubeletURL, "kubelet-url", o.KubeletURL, "Base URL of this node's kubelet server, where the health gate reads /healthz and /configz with the agent's credential (default: https://ADDRESS:PORT of the expected config; 127.0.0.1:10250 when unset or unspecified).")
+	fl.StringVar(&o.KubeletCAFile, "kubelet-certificate-authority", o.KubeletCAFile, "CA file that verifies the kubelet's serving certificate (default: the CA of the agent's kubeconfig). For a self-signed kubelet certificate: the kubelet's --cert-dir/kubelet.crt.")
+	fl.StringVar(&o.KubeletServerName, "kubelet-tls-server-name", o.KubeletServerName, "Name the kubelet's serving certificate must carry (default: the host of --kubelet-url). A self-signed kubelet certificate names the node's hostname.")
+	fl.BoolVar(&o.KubeletInsecure, "kubelet-insecure-skip-tls-verify", o.KubeletInsecure, "Do not verify the kubelet's serving certificate. Insecure: the agent's credential goes to whoever answers at the kubelet's address.")
+	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate (healthz, configz, Ready) before the agent rolls back. A kubelet whose healthz and configz pass is kept when only the apiserver does not answer.")
 	fl.DurationVar(&o.TrialDuration, "trial-duration", o.TrialDuration, "How long an applied config must run before it becomes last-known-good.")
 	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz endpoint; \"0\" disables it.")
@@ -171,10 +178,13 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--restart must be systemd or exec, got %q", o.Restart)
 	}
-	if o.KubeletHealthz != "" {
-		if u, err := url.Parse(o.KubeletHealthz); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--kubelet-healthz must be an http(s) URL such as http://127.0.0.1:10248/healthz, got %q", o.KubeletHealthz)
+	if o.KubeletURL != "" {
+		if u, err := url.Parse(o.KubeletURL); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("--kubelet-url must be an https URL such as https://127.0.0.1:10250, got %q", o.KubeletURL)
 		}
+	}
+	if o.KubeletInsecure && o.KubeletCAFile != "" {
+		return errors.New("--kubelet-insecure-skip-tls-verify and --kubelet-certificate-authority exclude each other: pass one")
 	}
 	switch {
 	case o.RestartTimeout <= 0:
@@ -206,7 +216,12 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Comman
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	return nil
+	o.kubeletClient, err = kubelet.NewKubeletClient(cfg, kubelet.KubeletTLS{
+		CAFile:     o.KubeletCAFile,
+		ServerName: o.KubeletServerName,
+		Insecure:   o.KubeletInsecure,
+	})
+	return err
 }
 
 // Run runs the agent until SIGINT or SIGTERM.
@@ -241,9 +256,10 @@ func (o *Options) Run(ctx context.Context) error {
 		HealthTimeout:  o.HealthTimeout,
 		TrialDuration:  o.TrialDuration,
 		Prober: kubelet.NewProber(kubelet.ProberConfig{
-			Client:     o.client,
-			NodeName:   o.NodeName,
-			HealthzURL: o.KubeletHealthz,
+			Client:        o.client,
+			NodeName:      o.NodeName,
+			KubeletURL:    o.KubeletURL,
+			KubeletClient: o.kubeletClient,
 		}),
 	}
 	switch kubelet.ApplyMode(o.ApplyMode) {

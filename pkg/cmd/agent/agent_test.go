@@ -39,9 +39,13 @@ func TestValidate(t *testing.T) {
 			edit:    func(o *Options) { o.Restart = "exec"; o.RestartCommand = "x"; o.StopCommand = "y" },
 			wantErr: "--stop-command and --start-command go together: pass both or neither",
 		},
-		"bad healthz": {
-			edit:    func(o *Options) { o.KubeletHealthz = "localhost:10248" },
-			wantErr: `--kubelet-healthz must be an http(s) URL such as http://127.0.0.1:10248/healthz, got "localhost:10248"`,
+		"kubelet url over http": {
+			edit:    func(o *Options) { o.KubeletURL = "http://127.0.0.1:10250" },
+			wantErr: `--kubelet-url must be an https URL such as https://127.0.0.1:10250, got "http://127.0.0.1:10250"`,
+		},
+		"kubelet CA and insecure": {
+			edit:    func(o *Options) { o.KubeletCAFile = "/var/lib/kubelet/pki/kubelet.crt"; o.KubeletInsecure = true },
+			wantErr: "--kubelet-insecure-skip-tls-verify and --kubelet-certificate-authority exclude each other: pass one",
 		},
 		"zero health timeout": {edit: func(o *Options) { o.HealthTimeout = 0 }, wantErr: "--health-timeout must be positive, got 0s"},
 		"negative trial":      {edit: func(o *Options) { o.TrialDuration = -time.Second }, wantErr: "--trial-duration must not be negative, got -1s"},

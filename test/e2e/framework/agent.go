@@ -115,9 +115,16 @@ func (n *Node) AgentArgs(o AgentOptions) []string {
 		"--trial-duration", o.TrialDuration.String(),
 		"--metrics-bind-address", n.IP + ":10390",
 		"--health-bind-address", n.IP + ":10391",
+		"--kubelet-certificate-authority", n.KubeletCAFile(),
+		"--kubelet-tls-server-name", n.Name,
 	}
 	return append(args, o.Extra...)
 }
+
+// KubeletCAFile is the kubelet's self-signed serving certificate, which the
+// kubelet writes to its --cert-dir at its first start and keeps. It verifies
+// the kubelet (as its own CA) under the node's name, not its address.
+func (n *Node) KubeletCAFile() string { return filepath.Join(n.Dir, "pki", "kubelet.crt") }
 
 // Agent is a dkc agent process the harness started in a node's namespaces.
 type Agent struct {
