@@ -69,6 +69,9 @@ type Options struct {
 	RestartDelay time.Duration
 	// Logf receives progress lines; default discards them.
 	Logf func(format string, args ...any)
+	// Pods runs kube-controller-manager and kube-scheduler, and sets nodes
+	// up to run hostNetwork pods, such as the agent's DaemonSet (pods.go).
+	Pods bool
 }
 
 // Cluster is a running control plane with its nodes.
@@ -88,8 +91,10 @@ type Cluster struct {
 	etcd      *process
 	apiserver *process
 	etcdURL   string
-	logf      func(string, ...any)
-	stopOnce  sync.Once
+	// controllers are kube-controller-manager and kube-scheduler (Pods).
+	controllers []*process
+	logf        func(string, ...any)
+	stopOnce    sync.Once
 }
 
 // DefaultBinDir is where hack/build-components.sh puts the components.
@@ -201,6 +206,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.logf("control plane ready after %s", time.Since(began).Round(time.Millisecond))
+	if opts.Pods {
+		if err := c.startPodControllers(ctx); err != nil {
+			return c, err
+		}
+	}
 	for i := 1; i <= opts.Nodes; i++ {
 		n, err := c.addNode(i)
 		if err != nil {
@@ -459,6 +469,7 @@ func (c *Cluster) Stop() {
 			}()
 		}
 		wg.Wait()
+		c.stopPodControllers()
 		if c.apiserver != nil {
 			_ = c.apiserver.stop(15 * time.Second)
 		}

@@ -103,11 +103,18 @@ func (c *Cluster) addNode(i int) (*Node, error) {
 	if err := n.writeRestartCommand(); err != nil {
 		return nil, err
 	}
-	n.containerd = c.newProcess(name+"-containerd", wrapArgv(ns, n.cluster.utab(), n.mounts, []string{
-		"containerd", "--config", filepath.Join(dir, "containerd.toml"),
-	}), false)
+	containerdArgv := []string{"containerd", "--config", filepath.Join(dir, "containerd.toml")}
+	kubeletArgv := wrapArgv(ns, n.cluster.utab(), n.mounts, n.kubeletArgv())
+	if c.opts.Pods {
+		containerdArgv = podsContainerdArgv(containerdArgv)
+		kubeletArgv = podsWrapArgv(ns, n.cluster.utab(), filepath.Join(dir, "containerd.pid"), n.kubeletArgv())
+	}
+	n.containerd = c.newProcess(name+"-containerd", wrapArgv(ns, n.cluster.utab(), n.mounts, containerdArgv), false)
 	n.containerd.logPath = n.ContainerdLogPath
-	n.kubelet = c.newProcess(name+"-kubelet", wrapArgv(ns, n.cluster.utab(), n.mounts, n.kubeletArgv()), true)
+	if c.opts.Pods {
+		n.containerd.pidFile = filepath.Join(dir, "containerd.pid")
+	}
+	n.kubelet = c.newProcess(name+"-kubelet", kubeletArgv, true)
 	n.kubelet.logPath = n.LogPath
 	n.kubelet.pidFile = n.PIDFile
 	return n, nil
@@ -131,12 +138,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
 
+%s
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = "/usr/lib/cni"
   conf_dir = %q
 `, filepath.Join(d, "containerd", "root"), filepath.Join(d, "containerd", "state"),
 		n.containerdSocket(), n.containerdSocket()+".ttrpc",
-		filepath.Join(d, "containerd", "opt"), filepath.Join(d, "cni", "net.d"))
+		filepath.Join(d, "containerd", "opt"), pauseContainerdConfig(), filepath.Join(d, "cni", "net.d"))
 	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(toml), 0o644); err != nil {
 		return err
 	}
@@ -269,6 +277,9 @@ func (n *Node) stop() {
 	}
 	if n.kubelet != nil {
 		_ = n.kubelet.stop(15 * time.Second)
+	}
+	if n.cluster.opts.Pods && n.containerd != nil && n.containerd.pid() != 0 {
+		n.removeContainers()
 	}
 	if n.containerd != nil {
 		_ = n.containerd.stop(10 * time.Second)

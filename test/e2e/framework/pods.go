@@ -1,0 +1,189 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PauseImage is the CRI sandbox image every node's containerd is configured
+// with (sandbox_image). hack/image builds it; ImportImages loads it, so no
+// node ever pulls registry.k8s.io/pause.
+const PauseImage = "registry.example/kubectl-dkc-pause:v1"
+
+// Pods (Options.Pods) makes a cluster that runs pods, as a DaemonSet needs:
+//   - kube-controller-manager runs the daemonset controller, and the
+//     root-ca-cert-publisher that writes the kube-root-ca.crt ConfigMap every
+//     service account token volume needs; kube-scheduler binds the pods;
+//   - each kubelet runs in its containerd's mount namespace, so that the
+//     volumes it mounts (the projected token's tmpfs) are the ones containerd
+//     bind-mounts into containers, as on a real node;
+//   - containerd's namespace has its own /run, because containerd 1.6 keeps
+//     shim sockets and runc state under /run/containerd whatever its config
+//     says;
+//   - at teardown every container is killed and deleted before containerd
+//     stops, so that no shim outlives the cluster.
+//
+// Pods with hostNetwork need no CNI; other pods are not supported.
+
+// startPodControllers starts kube-controller-manager and kube-scheduler with
+// the admin credential, serving nothing, and waits until the controller
+// manager published kube-root-ca.crt.
+func (c *Cluster) startPodControllers(ctx context.Context) error {
+	kcm := c.newProcess("kube-controller-manager", []string{
+		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
+		"--kubeconfig=" + c.Kubeconfig,
+		"--controllers=daemonset-controller,root-ca-certificate-publisher-controller",
+		"--root-ca-file=" + c.pki.caFile(),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+	}, false)
+	sched := c.newProcess("kube-scheduler", []string{
+		filepath.Join(c.opts.BinDir, "kube-scheduler"),
+		"--kubeconfig=" + c.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+	}, false)
+	for _, p := range []*process{kcm, sched} {
+		if err := p.start(); err != nil {
+			return err
+		}
+		c.controllers = append(c.controllers, p)
+	}
+	return poll(ctx, time.Minute, func() (bool, error) {
+		for _, p := range c.controllers {
+			if p.pid() == 0 {
+				return false, fmt.Errorf("%s exited (log: %s)", p.name, p.logPath)
+			}
+		}
+		_, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// stopPodControllers ends what startPodControllers started.
+func (c *Cluster) stopPodControllers() {
+	for _, p := range c.controllers {
+		_ = p.stop(10 * time.Second)
+	}
+}
+
+// podsContainerdArgv gives containerd its own /run (see Pods).
+func podsContainerdArgv(argv []string) []string {
+	return append([]string{"/bin/sh", "-c", `mount -n -t tmpfs -o mode=0755 tmpfs /run && exec "$@"`, "dkc-run"}, argv...)
+}
+
+// podsWrapArgv is wrapArgv for a kubelet of a cluster with Pods: it joins
+// the mount namespace of the process in mntPIDFile (its containerd) instead
+// of making its own; that namespace already holds the node's bind mounts.
+func podsWrapArgv(netns, utab, mntPIDFile string, argv []string) []string {
+	script := "set -e\nexport LIBMOUNT_UTAB=" + shellQuote(utab) + "\n" +
+		"pid=$(cat " + shellQuote(mntPIDFile) + ")\n" +
+		`exec nsenter --mount=/proc/$pid/ns/mnt -- "$@"` + "\n"
+	return append([]string{"nsenter", "--net=/run/netns/" + netns, "--", "/bin/sh", "-c", script, "dkc-wrap"}, argv...)
+}
+
+// ctr runs containerd's ctr against the node's containerd, in the
+// namespace CRI uses.
+func (n *Node) ctr(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", n.containerdSocket(), "--namespace", "k8s.io"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s on %s: %w: %s", strings.Join(args, " "), n.Name, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// ImportImage loads an OCI image archive into the node's containerd, where
+// the kubelet finds it: `ctr -n k8s.io images import`, no pull.
+func (n *Node) ImportImage(ctx context.Context, archive string) error {
+	_, err := n.ctr(ctx, "images", "import", archive)
+	return err
+}
+
+// Tasks lists the IDs of the containers running in the node's containerd.
+func (n *Node) Tasks(ctx context.Context) ([]string, error) {
+	out, err := n.ctr(ctx, "tasks", "list", "--quiet")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
+}
+
+// ContainerPID is the host PID of a running container's first process.
+func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
+	out, err := n.ctr(ctx, "tasks", "list")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+			var pid int
+			if _, err := fmt.Sscan(f[1], &pid); err != nil {
+				return 0, fmt.Errorf("ctr tasks list on %s: %q: %w", n.Name, line, err)
+			}
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("container %s is not running on %s", id, n.Name)
+}
+
+// removeContainers kills and deletes every container of the node's
+// containerd, so that no shim outlives it. The kubelet must be stopped.
+func (n *Node) removeContainers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids, err := n.Tasks(ctx)
+	if err != nil {
+		n.cluster.logf("%s: list containers: %v", n.Name, err)
+	}
+	for _, id := range ids {
+		_, _ = n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+	}
+	for _, id := range ids {
+		if _, err := n.ctr(ctx, "tasks", "delete", "--force", id); err != nil {
+			n.cluster.logf("%s: %v", n.Name, err)
+		}
+	}
+	out, _ := n.ctr(ctx, "containers", "list", "--quiet")
+	for _, id := range strings.Fields(out) {
+		_, _ = n.ctr(ctx, "containers", "delete", id)
+	}
+}
+
+// BuildImages writes the agent image (from the binary at agentBinary, for
+// this host's platform) and the pause image as OCI archives into dir, with
+// hack/image, and returns their paths. The agent image is named
+// agentRef. root is the repository.
+func BuildImages(ctx context.Context, root, agentBinary, agentRef, dir string) (agent, pause string, err error) {
+	agent = filepath.Join(dir, "kubectl-dkc-agent.oci.tar")
+	pause = filepath.Join(dir, "kubectl-dkc-pause.oci.tar")
+	platform := "linux/" + runtime.GOARCH
+	for _, args := range [][]string{
+		{"agent", "-binary", agentBinary, "-name", agentRef, "-platforms", platform, "-o", agent},
+		{"pause", "-platforms", platform, "-o", pause},
+	} {
+		cmd := exec.CommandContext(ctx, "go", append([]string{"run", "."}, args...)...)
+		cmd.Dir = filepath.Join(root, "hack", "image")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("hack/image %s: %w: %s", args[0], err, strings.TrimSpace(string(out)))
+		}
+	}
+	return agent, pause, nil
+}
+
+// pauseContainerdConfig is the CRI section of every node's containerd
+// config: the sandbox image is PauseImage, imported, never pulled.
+func pauseContainerdConfig() string {
+	return fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n", PauseImage)
+}
