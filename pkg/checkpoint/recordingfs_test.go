@@ -3,8 +3,11 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"regexp"
+
+	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 )
 
 var errCrashed = errors.New("simulated crash")
@@ -20,7 +23,7 @@ type recordingFS struct {
 	crashed bool
 }
 
-var _ fileSystem = &recordingFS{}
+var _ atomicfile.FS = &recordingFS{}
 
 var tmpRE = regexp.MustCompile(regexp.QuoteMeta(tmpPrefix) + `[A-Z0-9]+`)
 
@@ -44,57 +47,61 @@ func (r *recordingFS) do(op string) error {
 	return nil
 }
 
-func (r *recordingFS) Create(name string) (file, error) {
+func (r *recordingFS) Create(name string, perm fs.FileMode) (atomicfile.File, error) {
 	if err := r.do("create " + r.rel(name)); err != nil {
 		return nil, err
 	}
-	f, err := osFS{}.Create(name)
+	f, err := atomicfile.OS.Create(name, perm)
 	if err != nil {
 		return nil, err
 	}
 	return &recordingFile{r: r, f: f, name: r.rel(name)}, nil
 }
 
-func (r *recordingFS) Mkdir(name string) error {
+func (r *recordingFS) Mkdir(name string, perm fs.FileMode) error {
 	if err := r.do("mkdir " + r.rel(name)); err != nil {
 		return err
 	}
-	return osFS{}.Mkdir(name)
+	return atomicfile.OS.Mkdir(name, perm)
 }
 
 func (r *recordingFS) Rename(oldpath, newpath string) error {
 	if err := r.do(fmt.Sprintf("rename %s %s", r.rel(oldpath), r.rel(newpath))); err != nil {
 		return err
 	}
-	return osFS{}.Rename(oldpath, newpath)
+	return atomicfile.OS.Rename(oldpath, newpath)
 }
 
 func (r *recordingFS) SyncDir(dir string) error {
 	if err := r.do("syncdir " + r.rel(dir)); err != nil {
 		return err
 	}
-	return osFS{}.SyncDir(dir)
+	return atomicfile.OS.SyncDir(dir)
 }
 
 func (r *recordingFS) Remove(name string) error {
 	if err := r.do("remove " + r.rel(name)); err != nil {
 		return err
 	}
-	return osFS{}.Remove(name)
+	return atomicfile.OS.Remove(name)
 }
 
 func (r *recordingFS) RemoveAll(path string) error {
 	if err := r.do("removeall " + r.rel(path)); err != nil {
 		return err
 	}
-	return osFS{}.RemoveAll(path)
+	return atomicfile.OS.RemoveAll(path)
 }
 
 type recordingFile struct {
 	r    *recordingFS
-	f    file
+	f    atomicfile.File
 	name string
 }
+
+// Chmod and Chown are not recorded: they change no directory entry.
+func (f *recordingFile) Chmod(mode fs.FileMode) error { return f.f.Chmod(mode) }
+func (f *recordingFile) Chown(uid, gid int) error     { return f.f.Chown(uid, gid) }
 
 func (f *recordingFile) Write(p []byte) (int, error) {
 	if err := f.r.do("write " + f.name); err != nil {

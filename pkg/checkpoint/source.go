@@ -10,6 +10,8 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
+
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -32,7 +34,7 @@ var (
 const serializedKind = "SerializedNodeConfigSource"
 
 // tmpPrefix starts the name of every temporary file and directory.
-const tmpPrefix = ".dkc-tmp-"
+const tmpPrefix = atomicfile.TempPrefix
 
 // maxNameLen is the longest file name Linux file systems accept.
 const maxNameLen = 255

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bytes"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 )
 
 // Names of the files and directories under <dir>/store.
@@ -39,17 +40,19 @@ type Store struct {
 	mu    sync.Mutex
 	root  string
 	clock clock.PassiveClock
-	fsys  fileSystem
+	fsys  atomicfile.FS
 }
 
 // Open opens the store under dir/store, creating its directories and empty
 // meta files as needed, and removes the temporaries that a crash left
 // behind.
 func Open(dir string, clk clock.PassiveClock) (*Store, error) {
-	return open(dir, clk, osFS{})
+	return OpenFS(dir, clk, atomicfile.OS)
 }
 
-func open(dir string, clk clock.PassiveClock, fsys fileSystem) (*Store, error) {
+// OpenFS is Open with every write going through fsys, so that tests can
+// inject crashes (atomicfiletest.FaultFS).
+func OpenFS(dir string, clk clock.PassiveClock, fsys atomicfile.FS) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("checkpoint store: directory must not be empty")
 	}
@@ -150,7 +153,7 @@ func (s *Store) Save(uid types.UID, resourceVersion string, files map[string][]b
 		}
 	}
 	tmp := filepath.Join(uidDir, tmpName())
-	if err := s.fsys.Mkdir(tmp); err != nil {
+	if err := s.fsys.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("checkpoint %q: %w", id, err)
 	}
 	for _, k := range keys {
@@ -536,40 +539,18 @@ func (s *Store) writeSource(name string, src *corev1.NodeConfigSource) error {
 // writeAtomic replaces path with data: temporary file, fsync, rename, fsync
 // of the directory.
 func (s *Store) writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp := filepath.Join(dir, tmpName())
-	if err := s.writeNew(tmp, data); err != nil {
-		s.fsys.RemoveAll(tmp)
-		return err
-	}
-	if err := s.fsys.Rename(tmp, path); err != nil {
-		s.fsys.RemoveAll(tmp)
-		return err
-	}
-	return s.fsys.SyncDir(dir)
+	return atomicfile.WriteFile(s.fsys, path, data, 0o600)
 }
 
 // writeNew creates name, writes data and fsyncs it.
 func (s *Store) writeNew(name string, data []byte) error {
-	f, err := s.fsys.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.WriteNew(s.fsys, name, data, 0o600)
 }
 
 // mkdir creates the directory d unless it exists, and makes its entry in the
 // parent durable.
 func (s *Store) mkdir(d string) error {
-	err := s.fsys.Mkdir(d)
+	err := s.fsys.Mkdir(d, 0o700)
 	if errors.Is(err, fs.ErrExist) {
 		fi, statErr := os.Stat(d)
 		if statErr != nil {
@@ -600,24 +581,8 @@ func (s *Store) cleanTemps() error {
 		}
 	}
 	for _, d := range dirs {
-		entries, err := os.ReadDir(d)
-		if err != nil {
+		if err := atomicfile.CleanTemps(s.fsys, d); err != nil {
 			return err
-		}
-		cleaned := false
-		for _, e := range entries {
-			if !strings.HasPrefix(e.Name(), tmpPrefix) {
-				continue
-			}
-			if err := s.fsys.RemoveAll(filepath.Join(d, e.Name())); err != nil {
-				return err
-			}
-			cleaned = true
-		}
-		if cleaned {
-			if err := s.fsys.SyncDir(d); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -651,4 +616,4 @@ func checkpointID(uid types.UID, resourceVersion string) string {
 	return string(uid) + "/" + resourceVersion
 }
 
-func tmpName() string { return tmpPrefix + rand.Text() }
+func tmpName() string { return atomicfile.TempName() }

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
 
@@ -44,6 +44,9 @@ type ReplaceWriter struct {
 	ConfigDir string
 	// Store keeps the baseline.
 	Store BaselineStore
+	// FS takes every write; nil is atomicfile.OS. Tests inject crashes
+	// through it.
+	FS atomicfile.FS
 }
 
 var _ Writer = &ReplaceWriter{}
@@ -82,7 +85,7 @@ func (w *ReplaceWriter) Apply(payload []byte) error {
 	if err := w.captureBaseline(); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(w.ConfigPath, payload, 0o600); err != nil {
+	if err := atomicfile.WriteFile(w.FS, w.ConfigPath, payload, 0o600); err != nil {
 		return fmt.Errorf("write kubelet config: %w", err)
 	}
 	return nil
@@ -116,7 +119,7 @@ func (w *ReplaceWriter) Restore() error {
 	if !ok {
 		return nil
 	}
-	if err := writeFileAtomic(w.ConfigPath, data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(w.FS, w.ConfigPath, data, 0o600); err != nil {
 		return fmt.Errorf("restore kubelet config: %w", err)
 	}
 	// Only now: a crash before this line leaves a baseline equal to the
@@ -161,6 +164,9 @@ type DropInWriter struct {
 	ConfigPath string
 	// ConfigDir is the kubelet's --config-dir.
 	ConfigDir string
+	// FS takes every write; nil is atomicfile.OS. Tests inject crashes
+	// through it.
+	FS atomicfile.FS
 }
 
 var _ Writer = &DropInWriter{}
@@ -185,7 +191,7 @@ func (w *DropInWriter) Path() string { return filepath.Join(w.ConfigDir, DropInN
 // apiVersion, as the kubelet requires of drop-ins since 1.35; the caller
 // checks that (kubeletconfig.DecodePartial).
 func (w *DropInWriter) Apply(payload []byte) error {
-	if err := writeFileAtomic(w.Path(), payload, 0o600); err != nil {
+	if err := atomicfile.WriteFile(w.FS, w.Path(), payload, 0o600); err != nil {
 		return fmt.Errorf("write kubelet drop-in: %w", err)
 	}
 	return nil
@@ -193,14 +199,7 @@ func (w *DropInWriter) Apply(payload []byte) error {
 
 // Restore removes the drop-in; a missing one is already restored.
 func (w *DropInWriter) Restore() error {
-	err := os.Remove(w.Path())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("remove kubelet drop-in: %w", err)
-	}
-	if err := syncDir(w.ConfigDir); err != nil {
+	if err := atomicfile.Remove(w.FS, w.Path()); err != nil {
 		return fmt.Errorf("remove kubelet drop-in: %w", err)
 	}
 	return nil
@@ -324,69 +323,35 @@ func toJSON(data []byte, label string) ([]byte, error) {
 	return j, nil
 }
 
-// writeFileAtomic replaces the file at path with data: it writes a temporary
-// file in the same directory, fsyncs it, renames it over path and fsyncs the
-// directory. The new file keeps the old one's mode and owner; a new file gets
-// mode perm. A symlink at path is followed, so its target is replaced.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+// TempCleaner is implemented by the writers that can remove the
+// temporaries a crash left next to the files they write. The agent calls it
+// at startup.
+type TempCleaner interface {
+	CleanTemps() error
+}
+
+var (
+	_ TempCleaner = &ReplaceWriter{}
+	_ TempCleaner = &DropInWriter{}
+)
+
+// CleanTemps removes the temporaries a crash left in the --config file's
+// directory.
+func (w *ReplaceWriter) CleanTemps() error {
+	path := w.ConfigPath
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target
 	}
-	uid, gid := -1, -1
-	fi, err := os.Stat(path)
-	switch {
-	case err == nil:
-		perm = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return err
+	if err := atomicfile.CleanTemps(w.FS, filepath.Dir(path)); err != nil {
+		return fmt.Errorf("clean temporaries of kubelet config: %w", err)
 	}
-	dir := filepath.Dir(path)
-	// The temporary name never ends in ".conf", so a kubelet starting
-	// meanwhile does not read it as a drop-in.
-	f, err := os.CreateTemp(dir, ".dkc-tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	done := false
-	defer func() {
-		if !done {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if uid >= 0 && (uid != os.Geteuid() || gid != os.Getegid()) {
-		if err := f.Chown(uid, gid); err != nil {
-			return err
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	done = true
-	return syncDir(dir)
+	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+// CleanTemps removes the temporaries a crash left in the config dir.
+func (w *DropInWriter) CleanTemps() error {
+	if err := atomicfile.CleanTemps(w.FS, w.ConfigDir); err != nil {
+		return fmt.Errorf("clean temporaries of kubelet drop-in: %w", err)
 	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }

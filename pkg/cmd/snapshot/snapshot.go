@@ -26,6 +26,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/configz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
@@ -297,41 +298,12 @@ func FileName(node string) string {
 	return FilePrefix + node
 }
 
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory, fsynced and renamed into place, and fsyncs the directory, so
-// that path holds either its old content or all of data.
+// WriteFileAtomic writes data to path (mode 0644 when new) through
+// atomicfile.WriteFile, so that path holds either its old content or all of
+// data.
 func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
+	if err := atomicfile.WriteFile(atomicfile.OS, path, data, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", path, err)
 	}
 	return nil
 }
