@@ -1,0 +1,268 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// DefaultResync is how often Run looks at the rollout when no event came.
+const DefaultResync = 10 * time.Second
+
+var (
+	// ErrHalted means the rollout halted on a node's error. It matches
+	// status.ErrConfigError, so a command exits with status.ExitConfigError.
+	ErrHalted error = haltedError{}
+	// ErrPaused means the rollout is paused; `rollout resume` continues it.
+	ErrPaused = errors.New("rollout paused")
+	// ErrAborted means the operator aborted the rollout.
+	ErrAborted = errors.New("rollout aborted")
+)
+
+type haltedError struct{}
+
+func (haltedError) Error() string        { return "rollout halted" }
+func (haltedError) Is(target error) bool { return target == status.ErrConfigError }
+
+// Options tune Run. The zero value works.
+type Options struct {
+	// Clock defaults to the real clock; tests step a fake one.
+	Clock clock.WithTicker
+	// Resync is how often the rollout is looked at without an event
+	// (DefaultResync when 0). Progress is driven by watch events; the
+	// resync only catches what a broken watch missed.
+	Resync time.Duration
+	// Drainer drains nodes in Spec.Drain; nil means a KubeDrainer with the
+	// rollout's DrainOptions.
+	Drainer Drainer
+	// OnChange, when set, receives the rollout and its nodes' observations
+	// after every pass that changed something. It runs on Run's goroutine.
+	OnChange func(r *Rollout, observed map[string]Observed)
+}
+
+// Run drives rollout name in namespace until it is done, halted, aborted or
+// paused, or ctx ends. It watches the rollout's nodes and its object, and
+// acts on every change: it records each node's phase, starts the nodes the
+// current wave and the budget allow, and halts on the first node error.
+// Run may be called by several clients at once, and after any of them
+// died: the rollout object's resourceVersion keeps their writes apart, and
+// the nodes' carrier tells what was already done.
+//
+// Run returns the rollout as last read, and nil when it is Done, an error
+// matching ErrHalted, ErrAborted or ErrPaused, or ctx's error.
+func Run(ctx context.Context, client kubernetes.Interface, namespace, name string, opts Options) (*Rollout, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = DefaultResync
+	}
+	store := &Store{Client: client, Namespace: namespace}
+	r, err := store.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{client: client, store: store, opts: opts, cur: r, rv: r.ResourceVersion, kick: make(chan struct{}, 1), assigned: map[string]bool{}}
+	if e.opts.Drainer == nil {
+		e.opts.Drainer = &KubeDrainer{Client: client, Options: DrainOptions{
+			Timeout:            r.Spec.DrainOptions.Timeout.Duration,
+			Force:              r.Spec.DrainOptions.Force,
+			DeleteEmptyDirData: r.Spec.DrainOptions.DeleteEmptyDirData,
+			GracePeriodSeconds: -1,
+		}}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := e.startInformers(ctx); err != nil {
+		return e.cur, err
+	}
+	return e.loop(ctx)
+}
+
+// engine is one client driving one rollout.
+type engine struct {
+	client kubernetes.Interface
+	store  *Store
+	opts   Options
+	cur    *Rollout
+	nodes  listerscorev1.NodeLister
+	kick   chan struct{}
+	// wake is when a soak ends; zero when none.
+	wake time.Time
+	// assigned holds the nodes this client assigned.
+	assigned map[string]bool
+
+	// mu guards what the informers' handlers share with the loop: the
+	// resourceVersion the loop last wrote or read, and whether the server
+	// holds a different one.
+	mu    sync.Mutex
+	rv    string
+	stale bool
+}
+
+func (e *engine) poke() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startInformers watches the rollout's nodes (through its selector when it
+// has one) and its ConfigMap, and pokes the loop on every change.
+func (e *engine) startInformers(ctx context.Context) error {
+	selector := e.cur.Spec.Selector
+	nf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = selector
+	}))
+	nodeInformer := nf.Core().V1().Nodes()
+	targets := map[string]bool{}
+	for _, n := range e.cur.Spec.Nodes {
+		targets[n] = true
+	}
+	onNode := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && !targets[n.Name] {
+			return
+		}
+		e.poke()
+	}
+	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onNode,
+		UpdateFunc: func(_, obj any) { onNode(obj) },
+		DeleteFunc: func(any) { e.poke() },
+	}); err != nil {
+		return fmt.Errorf("watch nodes: %w", err)
+	}
+	e.nodes = nodeInformer.Lister()
+
+	cmName := ConfigMapName(e.cur.Name)
+	cf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.store.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cmName).String()
+		}))
+	onCM := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		e.mu.Lock()
+		if !ok || cm.ResourceVersion != e.rv {
+			e.stale = true
+		}
+		e.mu.Unlock()
+		e.poke()
+	}
+	if _, err := cf.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onCM,
+		UpdateFunc: func(_, obj any) { onCM(obj) },
+		DeleteFunc: onCM,
+	}); err != nil {
+		return fmt.Errorf("watch rollout %q: %w", e.cur.Name, err)
+	}
+	nf.Start(ctx.Done())
+	cf.Start(ctx.Done())
+	for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+		}
+	}
+	for typ, ok := range cf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// loop runs a pass on every event, at every resync and when a soak ends.
+func (e *engine) loop(ctx context.Context) (*Rollout, error) {
+	resync := e.opts.Clock.NewTicker(e.opts.Resync)
+	defer resync.Stop()
+	e.poke()
+	for {
+		var soak <-chan time.Time
+		var timer clock.Timer
+		if !e.wake.IsZero() {
+			timer = e.opts.Clock.NewTimer(e.wake.Sub(e.opts.Clock.Now()))
+			soak = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return e.cur, ctx.Err()
+		case <-e.kick:
+		case <-resync.C():
+		case <-soak:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		finished, err := e.pass(ctx)
+		if finished || err != nil {
+			return e.cur, err
+		}
+	}
+}
+
+// refresh reads the rollout again when the server holds a newer version.
+func (e *engine) refresh(ctx context.Context) error {
+	e.mu.Lock()
+	stale := e.stale
+	e.stale = false
+	e.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	r, err := e.store.Get(ctx, e.cur.Name)
+	if err != nil {
+		return err
+	}
+	e.setCurrent(r)
+	return nil
+}
+
+func (e *engine) setCurrent(r *Rollout) {
+	e.cur = r
+	e.mu.Lock()
+	e.rv = r.ResourceVersion
+	e.mu.Unlock()
+}
+
+// write stores r. It reports false, and marks the rollout stale, when
+// another client wrote it first: the pass is then redone on fresh state.
+func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
+	got, err := e.store.Update(ctx, r)
+	if errors.Is(err, ErrConflict) {
+		e.mu.Lock()
+		e.stale = true
+		e.mu.Unlock()
+		e.poke()
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	e.setCurrent(got)
+	return true, nil
+}
+
+// stateError is Run's error for a rollout in state s.
+func stateError(r *Rollout) error {
+	switch r.Status.State {
+	case Halted:
+		return fmt.Errorf("rollout %q %w: %s", r.Name, ErrHalted, r.Status.Reason)
+	case Aborted:
+		return fmt.Errorf("rollout %q: %w", r.Name, ErrAborted)
+	case Paused:
+		return fmt.Errorf("rollout %q: %w: continue it with kubectl dkc rollout resume %s", r.Name, ErrPaused, r.Name)
+	}
+	return nil
+}

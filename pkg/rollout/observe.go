@@ -1,0 +1,93 @@
+package rollout
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// Observed is what a node's carrier and conditions say about its part in a
+// rollout.
+type Observed struct {
+	// Assigned: the node is assigned its target.
+	Assigned bool
+	// Running: the node runs its target without error (status active).
+	Running bool
+	// Error is the node's error for its target.
+	Error string
+	// Ready and Schedulable are the node's Ready condition and
+	// !spec.unschedulable.
+	Ready, Schedulable bool
+}
+
+// Available reports whether the node serves: Ready and schedulable.
+func (o Observed) Available() bool { return o.Ready && o.Schedulable }
+
+// Observe reads node against target (nil: its local config). The carrier is
+// the only source of truth: status.active is what the agent saw the kubelet
+// run after its health gate.
+func Observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, error) {
+	o := Observed{Ready: IsReady(node), Schedulable: !node.Spec.Unschedulable}
+	item, err := status.FromNode(node)
+	if err != nil {
+		return o, err
+	}
+	o.Assigned = source.Equal(item.ConfigSource, target)
+	if !o.Assigned {
+		return o, nil
+	}
+	done, failed := status.Reached(item, status.WaitActive)
+	o.Running = done
+	if failed != nil {
+		o.Error = item.Status.Error
+	}
+	return o, nil
+}
+
+// IsReady reports whether node's Ready condition is True.
+func IsReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NextPhase is the phase of a node recorded as rec, now that it is observed
+// as o. A node never goes back to Waiting once started, and a finished node
+// stays finished: the rollout never starts a node twice.
+func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
+	switch rec.Phase {
+	case Succeeded, Skipped, Failed:
+		return rec.Phase, rec.Error
+	case InProgress:
+		switch {
+		case o.Error != "":
+			return Failed, o.Error
+		case o.Running && o.Ready:
+			return Succeeded, ""
+		}
+		return InProgress, ""
+	}
+	// Waiting: a node that already runs its target is skipped; one that is
+	// assigned it (by hand, or by a client that died after assigning and
+	// before recording) holds a slot like any node in progress.
+	switch {
+	case o.Assigned && o.Error != "":
+		return Failed, o.Error
+	case o.Running:
+		return Skipped, ""
+	case o.Assigned:
+		return InProgress, ""
+	}
+	return Waiting, ""
+}
+
+// haltReason is the Reason of a rollout halted by node's error.
+func haltReason(node, errText string) string {
+	return fmt.Sprintf("node/%s: %s", node, errText)
+}

@@ -1,0 +1,278 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// pass looks at every node of the rollout once and acts:
+//  1. record each node's phase from its carrier (NextPhase);
+//  2. halt on the first failed node;
+//  3. uncordon drained nodes that passed their health gate;
+//  4. finish when every node is done;
+//  5. enter the next wave once every earlier node is done and the soak
+//     passed;
+//  6. start the current wave's nodes while the budget has room: record
+//     them InProgress (with the assignment to undo to) first, then drain
+//     and assign them.
+//
+// Recording before assigning is what keeps the budget across a dead
+// client: a node recorded InProgress holds its slot, and whoever runs the
+// next pass assigns it if the dead client did not. A node is assigned only
+// when it does not hold its target, so it is never restarted twice.
+func (e *engine) pass(ctx context.Context) (finished bool, err error) {
+	if err := e.refresh(ctx); err != nil {
+		return true, err
+	}
+	if e.cur.Status.State != Running {
+		if e.cur.Status.State == Done {
+			return true, nil
+		}
+		return true, stateError(e.cur)
+	}
+	now := metav1.NewTime(e.opts.Clock.Now())
+	r := e.cur.DeepCopy()
+	if r.Status.Nodes == nil {
+		r.Status.Nodes = map[string]NodeStatus{}
+	}
+	changed := false
+	observed := map[string]Observed{}
+	nodes := map[string]*corev1.Node{}
+
+	// 1. phases
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		node, err := e.nodes.Get(name)
+		if apierrors.IsNotFound(err) {
+			if !rec.Phase.Finished() && rec.Phase != Failed {
+				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
+				r.Status.Nodes[name] = rec
+				changed = true
+			}
+			continue
+		}
+		if err != nil {
+			return true, fmt.Errorf("get node %q: %w", name, err)
+		}
+		nodes[name] = node
+		o, err := Observe(node, r.Spec.Target(name))
+		if err != nil {
+			o.Error = err.Error()
+		}
+		observed[name] = o
+		phase, msg := NextPhase(rec, o)
+		if phase == rec.Phase && msg == rec.Error {
+			continue
+		}
+		rec.Phase, rec.Error = phase, msg
+		switch phase {
+		case InProgress:
+			if rec.Started == nil {
+				rec.Started = &now
+			}
+		case Succeeded, Skipped, Failed:
+			rec.Finished = &now
+		}
+		r.Status.Nodes[name] = rec
+		changed = true
+	}
+
+	// 2. halt
+	for _, name := range r.Spec.Nodes {
+		if rec := r.NodeStatus(name); rec.Phase == Failed {
+			r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
+			return e.finish(ctx, r, observed)
+		}
+	}
+
+	// 3. uncordon
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		if !rec.Cordoned || rec.Phase != Succeeded {
+			continue
+		}
+		if err := e.opts.Drainer.Uncordon(ctx, name); err != nil {
+			return true, err
+		}
+		rec.Cordoned = false
+		r.Status.Nodes[name] = rec
+		changed = true
+	}
+
+	// 4. done
+	if slices.IndexFunc(r.Spec.Nodes, func(n string) bool {
+		rec := r.NodeStatus(n)
+		return !rec.Phase.Finished() || rec.Cordoned
+	}) < 0 {
+		r.Status.State, r.Status.Reason = Done, ""
+		return e.finish(ctx, r, observed)
+	}
+
+	// 5. waves and soak
+	waves := Waves(&r.Spec)
+	current := slices.IndexFunc(waves, func(w Wave) bool {
+		return slices.ContainsFunc(w.Nodes, func(n string) bool { return !r.NodeStatus(n).Phase.Finished() })
+	})
+	e.wake = timeZero
+	if current > r.Status.Wave {
+		enter := true
+		if soak := r.Spec.Soak.Duration; soak > 0 {
+			healthy := true
+			for _, w := range waves[:current] {
+				for _, n := range w.Nodes {
+					if o, ok := observed[n]; ok && !(o.Ready && (o.Running || r.NodeStatus(n).Phase == Skipped)) {
+						healthy = false
+					}
+				}
+			}
+			switch {
+			case !healthy:
+				if r.Status.SoakSince != nil {
+					r.Status.SoakSince = nil
+					changed = true
+				}
+				enter = false
+			case r.Status.SoakSince == nil:
+				r.Status.SoakSince = &now
+				changed = true
+				enter = false
+				e.wake = now.Add(soak)
+			case now.Time.Before(r.Status.SoakSince.Add(soak)):
+				enter = false
+				e.wake = r.Status.SoakSince.Add(soak)
+			}
+		}
+		if enter {
+			r.Status.Wave, r.Status.SoakSince = current, nil
+			changed = true
+		}
+	}
+
+	// 6. start
+	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
+	unavailable := 0
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		o, exists := observed[name]
+		if rec.Phase == InProgress || rec.Cordoned || (exists && !o.Available()) {
+			unavailable++
+		}
+	}
+	if current == r.Status.Wave {
+		for _, name := range waves[current].Nodes {
+			rec := r.NodeStatus(name)
+			if rec.Phase != Waiting || unavailable >= budget {
+				continue
+			}
+			node := nodes[name]
+			prev, _, err := source.Assigned(node)
+			if err != nil {
+				return true, err
+			}
+			if o := observed[name]; o.Available() {
+				unavailable++
+			}
+			rec.Phase, rec.Started, rec.Previous = InProgress, &now, prev
+			rec.Cordoned = slices.Contains(r.Spec.Drain, name)
+			r.Status.Nodes[name] = rec
+			changed = true
+		}
+	}
+	if changed {
+		ok, err := e.write(ctx, r)
+		if err != nil || !ok {
+			return err != nil, err
+		}
+		e.notify(observed)
+	}
+
+	// Assign every node recorded InProgress that does not hold its target
+	// yet: the ones just recorded, and any a dead client recorded.
+	for _, name := range e.cur.Spec.Nodes {
+		rec := e.cur.NodeStatus(name)
+		o, exists := observed[name]
+		if rec.Phase != InProgress || !exists || o.Assigned || e.assigned[name] {
+			continue
+		}
+		if err := e.startNode(ctx, name, rec); err != nil {
+			r := e.cur.DeepCopy()
+			rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &now
+			r.Status.Nodes[name] = rec
+			r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
+			return e.finish(ctx, r, observed)
+		}
+		// The node cache may not show the assignment on the next pass yet.
+		e.assigned[name] = true
+	}
+	return false, nil
+}
+
+var timeZero = metav1.Time{}.Time
+
+// finish writes r in a final state and returns what Run returns.
+func (e *engine) finish(ctx context.Context, r *Rollout, observed map[string]Observed) (bool, error) {
+	ok, err := e.write(ctx, r)
+	if err != nil {
+		return true, err
+	}
+	if !ok {
+		return false, nil // lost a race: look again
+	}
+	e.notify(observed)
+	return true, stateError(e.cur)
+}
+
+func (e *engine) notify(observed map[string]Observed) {
+	if e.opts.OnChange != nil {
+		e.opts.OnChange(e.cur.DeepCopy(), observed)
+	}
+}
+
+// startNode drains node when the rollout must, then assigns it its target.
+// A failed drain uncordons the node again: nothing changed on it.
+func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus) error {
+	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", e.cur.Name)
+	if rec.Cordoned {
+		logger.V(2).Info("Draining node")
+		if err := e.opts.Drainer.Drain(ctx, name); err != nil {
+			if uerr := e.opts.Drainer.Uncordon(ctx, name); uerr != nil {
+				logger.Error(uerr, "Uncordon after a failed drain")
+			}
+			return err
+		}
+	}
+	target := e.cur.Spec.Target(name)
+	logger.V(2).Info("Assigning node", "target", DescribeTarget(target))
+	return Assign(ctx, e.client, name, target)
+}
+
+// Assign sets node's assignment to target (nil: its local config) through
+// the carrier the apiserver keeps for it.
+func Assign(ctx context.Context, client kubernetes.Interface, node string, target *corev1.NodeConfigSource) error {
+	carrier := source.Annotation
+	if target != nil {
+		c, err := source.Detect(ctx, client, node)
+		if err != nil {
+			return err
+		}
+		carrier = c
+	}
+	patch, err := source.AssignPatch(carrier, target)
+	if err != nil {
+		return fmt.Errorf("assign node %q: %w", node, err)
+	}
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager}); err != nil {
+		return fmt.Errorf("assign node %q: %w", node, err)
+	}
+	return nil
+}

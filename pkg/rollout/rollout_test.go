@@ -1,0 +1,440 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+func cm(name string) *corev1.NodeConfigSource {
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace: source.DefaultNamespace, Name: name, KubeletConfigKey: source.DefaultKey,
+	}}
+}
+
+func readyNode(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+		}},
+	}
+}
+
+func TestOrder(t *testing.T) {
+	zone := "topology.kubernetes.io/zone"
+	nodes := []corev1.Node{
+		*readyNode("c", map[string]string{zone: "a"}),
+		*readyNode("a", map[string]string{zone: "b"}),
+		*readyNode("b", nil),
+		*readyNode("d", map[string]string{zone: "a"}),
+	}
+	tests := map[string]struct {
+		label string
+		want  []string
+	}{
+		"by name":              {want: []string{"a", "b", "c", "d"}},
+		"by label, unset last": {label: zone, want: []string{"c", "d", "a", "b"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Order(nodes, tc.label)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseMaxUnavailableAndBudget(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		total   int
+		want    int
+		wantErr string
+	}{
+		"count":               {in: "2", total: 10, want: 2},
+		"percent":             {in: "10%", total: 1000, want: 100},
+		"percent rounds down": {in: "25%", total: 7, want: 1},
+		"percent at least 1":  {in: "1%", total: 3, want: 1},
+		"zero":                {in: "0", wantErr: `invalid --max-unavailable "0": must be at least 1 (or 1%)`},
+		"word":                {in: "all", wantErr: `invalid --max-unavailable "all": want a count such as 1 or a percentage such as 10%`},
+		"negative":            {in: "-1", wantErr: `invalid --max-unavailable "-1": must be at least 1 (or 1%)`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			v, err := ParseMaxUnavailable(tc.in)
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Fatalf("error (-want +got):\n%s", diff)
+			}
+			if err != nil {
+				return
+			}
+			if got := Budget(v, tc.total); got != tc.want {
+				t.Errorf("Budget = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWaves(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	tests := map[string]struct {
+		spec Spec
+		want []Wave
+	}{
+		"canary 1, budget 2": {
+			spec: Spec{Nodes: nodes, Canary: 1, MaxUnavailable: intstr.FromInt32(2)},
+			want: []Wave{{0, true, []string{"n1"}}, {1, false, []string{"n2", "n3"}}, {2, false, []string{"n4", "n5"}}, {3, false, []string{"n6"}}},
+		},
+		"no canary, 50%": {
+			spec: Spec{Nodes: nodes, MaxUnavailable: intstr.FromString("50%")},
+			want: []Wave{{0, false, []string{"n1", "n2", "n3"}}, {1, false, []string{"n4", "n5", "n6"}}},
+		},
+		"canary larger than fleet": {
+			spec: Spec{Nodes: nodes[:2], Canary: 5, MaxUnavailable: intstr.FromInt32(1)},
+			want: []Wave{{0, true, []string{"n1", "n2"}}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Waves(&tc.spec)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNextPhase(t *testing.T) {
+	tests := map[string]struct {
+		rec       Phase
+		o         Observed
+		want      Phase
+		wantError string
+	}{
+		"waiting, untouched":            {rec: Waiting, o: Observed{Ready: true, Schedulable: true}, want: Waiting},
+		"waiting, already runs target":  {rec: Waiting, o: Observed{Assigned: true, Running: true, Ready: true}, want: Skipped},
+		"waiting, assigned by someone":  {rec: Waiting, o: Observed{Assigned: true}, want: InProgress},
+		"waiting, assigned and failed":  {rec: Waiting, o: Observed{Assigned: true, Error: "boom"}, want: Failed, wantError: "boom"},
+		"in progress, not yet":          {rec: InProgress, o: Observed{Assigned: true, Ready: true}, want: InProgress},
+		"in progress, active not ready": {rec: InProgress, o: Observed{Assigned: true, Running: true}, want: InProgress},
+		"in progress, active and ready": {rec: InProgress, o: Observed{Assigned: true, Running: true, Ready: true}, want: Succeeded},
+		"in progress, rolled back":      {rec: InProgress, o: Observed{Assigned: true, Error: "rolled back"}, want: Failed, wantError: "rolled back"},
+		"in progress, not assigned yet": {rec: InProgress, o: Observed{}, want: InProgress},
+		"done stays done after drift":   {rec: Succeeded, o: Observed{}, want: Succeeded},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, msg := NextPhase(NodeStatus{Phase: tc.rec}, tc.o)
+			if got != tc.want || msg != tc.wantError {
+				t.Errorf("got (%s, %q), want (%s, %q)", got, msg, tc.want, tc.wantError)
+			}
+		})
+	}
+}
+
+func TestDrainChanges(t *testing.T) {
+	static := &kubeletconfigv1beta1.KubeletConfiguration{CPUManagerPolicy: "static", MaxPods: 10}
+	none := &kubeletconfigv1beta1.KubeletConfiguration{CPUManagerPolicy: "none", MaxPods: 20}
+	if got := FormatChanges(DrainChanges(none, static)); got != `cpuManagerPolicy "none" -> "static"` {
+		t.Errorf("none -> static: got %q", got)
+	}
+	if got := DrainChanges(nil, none); len(got) != 0 {
+		t.Errorf("default -> none: got %v, want no change (maxPods never drains)", got)
+	}
+	if !SetsDrainField(static) || SetsDrainField(none) {
+		t.Error("SetsDrainField: want true for static, false for none")
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// fakeAgents plays every node's dkc agent against a fake clientset: when a
+// node's assignment differs from what it reports active, it "restarts" for
+// restart, then reports the assignment active, or an error when bad says
+// so. It records how many nodes were restarting at once, and every node's
+// applies.
+type fakeAgents struct {
+	client  kubernetes.Interface
+	restart time.Duration
+	bad     func(src *corev1.NodeConfigSource) bool
+
+	mu       sync.Mutex
+	busy     map[string]bool
+	peak     int
+	applies  map[string]int
+	order    []string
+	overlaps int
+}
+
+func (a *fakeAgents) run(ctx context.Context, t *testing.T) {
+	w, err := a.client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if ev.Type == watch.Deleted {
+					continue
+				}
+				a.handle(ctx, ev.Object.(*corev1.Node))
+			}
+		}
+	}()
+}
+
+func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
+	want, _, _ := source.Assigned(node)
+	st, _, _ := source.Status(node)
+	if st != nil && source.Equal(st.Assigned, want) {
+		return
+	}
+	if st == nil && want == nil {
+		return
+	}
+	a.mu.Lock()
+	if a.busy[node.Name] {
+		a.mu.Unlock()
+		return
+	}
+	a.busy[node.Name] = true
+	if n := len(a.busy); n > a.peak {
+		a.peak = n
+	}
+	a.applies[node.Name]++
+	a.order = append(a.order, node.Name)
+	a.mu.Unlock()
+	go func() {
+		time.Sleep(a.restart)
+		next := &corev1.NodeConfigStatus{Assigned: want, Active: want}
+		if a.bad != nil && a.bad(want) {
+			next = &corev1.NodeConfigStatus{Assigned: want, Error: status.ValidateError}
+			if st != nil {
+				next.Active = st.Active
+			}
+		}
+		patch, _ := source.StatusPatch(source.Annotation, next)
+		_, _ = a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		a.mu.Lock()
+		delete(a.busy, node.Name)
+		a.mu.Unlock()
+	}()
+}
+
+func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
+	t.Helper()
+	client := fake.NewClientset()
+	// The fake clientset ignores dry-run: answer the carrier probe (a
+	// server-side dry-run) as an apiserver 1.26+ does, with the field
+	// dropped and nothing stored.
+	client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		p := action.(k8stesting.PatchActionImpl)
+		if len(p.PatchOptions.DryRun) == 0 {
+			return false, nil, nil
+		}
+		node, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", p.Name)
+		return true, node, err
+	})
+	var names []string
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("n%d", i)
+		names = append(names, name)
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), readyNode(name, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return client, names
+}
+
+func startRollout(t *testing.T, client kubernetes.Interface, spec Spec) *Rollout {
+	t.Helper()
+	store := &Store{Client: client, Namespace: source.DefaultNamespace}
+	r, err := store.Create(context.Background(), New(source.DefaultNamespace, "r1", spec), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRunRollsOutUnderBudget(t *testing.T) {
+	client, names := newFleet(t, 7)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: client, restart: 30 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
+
+	var waves []int
+	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{
+		Resync: 50 * time.Millisecond,
+		OnChange: func(r *Rollout, _ map[string]Observed) {
+			waves = append(waves, r.Status.Wave)
+		},
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Status.State != Done {
+		t.Errorf("state %s, want Done", r.Status.State)
+	}
+	for _, n := range names {
+		if got := r.NodeStatus(n); got.Phase != Succeeded || got.Previous != nil {
+			t.Errorf("node %s: %+v, want Done with previous <local>", n, got)
+		}
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	if agents.peak > 2 {
+		t.Errorf("peak %d nodes restarting at once, budget 2", agents.peak)
+	}
+	if agents.order[0] != "n1" {
+		t.Errorf("first node %s, want the canary n1", agents.order[0])
+	}
+	for _, n := range names {
+		if agents.applies[n] != 1 {
+			t.Errorf("node %s applied %d times, want 1", n, agents.applies[n])
+		}
+	}
+}
+
+func TestRunHaltsOnCanaryError(t *testing.T) {
+	client, names := newFleet(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{},
+		bad: func(src *corev1.NodeConfigSource) bool { return src != nil && src.ConfigMap.Name == "bad" }}
+	agents.run(ctx, t)
+	startRollout(t, client, Spec{Config: cm("bad"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(3)})
+
+	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	if !errors.Is(err, ErrHalted) || status.ExitCode(err) != status.ExitConfigError {
+		t.Fatalf("Run: %v, want halted with exit code 2", err)
+	}
+	want := "node/n1: " + status.ValidateError
+	if r.Status.State != Halted || r.Status.Reason != want {
+		t.Errorf("state %s %q, want Halted %q", r.Status.State, r.Status.Reason, want)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, n := range names[1:] {
+		node, _ := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if src, _, _ := source.Assigned(node); src != nil {
+			t.Errorf("node %s assigned %v after the canary failed", n, src)
+		}
+	}
+}
+
+func TestRunResumesWhatADeadClientRecorded(t *testing.T) {
+	client, names := newFleet(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	// A client recorded n1 and n2 and died: n1 was assigned, n2 was not.
+	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
+	r.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress}, "n2": {Phase: InProgress}}
+	if _, err := (&Store{Client: client, Namespace: source.DefaultNamespace}).Create(ctx, r, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := Assign(ctx, client, "n1", cm("good")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	if err != nil || got.Status.State != Done {
+		t.Fatalf("Run: %v, state %s", err, got.Status.State)
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	if diff := cmp.Diff(map[string]int{"n1": 1, "n2": 1, "n3": 1}, agents.applies); diff != "" {
+		t.Errorf("applies (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunStopsWhenPaused(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)})
+	r.Status.State = Paused
+	if _, err := (&Store{Client: client, Namespace: source.DefaultNamespace}).Create(ctx, r, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{})
+	if !errors.Is(err, ErrPaused) {
+		t.Fatalf("Run: %v, want ErrPaused", err)
+	}
+	for _, n := range names {
+		node, _ := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if src, _, _ := source.Assigned(node); src != nil {
+			t.Errorf("paused rollout assigned node %s", n)
+		}
+	}
+}
+
+// fakeDrainer records its calls.
+type fakeDrainer struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (d *fakeDrainer) Drain(_ context.Context, node string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, "drain "+node)
+	return nil
+}
+
+func (d *fakeDrainer) Uncordon(_ context.Context, node string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, "uncordon "+node)
+	return nil
+}
+
+var _ Drainer = &fakeDrainer{}
+
+func TestRunDrainsOnlyListedNodes(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1), Drain: []string{"n2"}})
+	d := &fakeDrainer{}
+	if _, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"drain n2", "uncordon n2"}, d.calls); diff != "" {
+		t.Errorf("drainer calls (-want +got):\n%s", diff)
+	}
+}

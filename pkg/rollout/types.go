@@ -1,0 +1,250 @@
+// Package rollout rolls a kubelet config out over a fleet of nodes: a canary
+// first, then waves that never take more than a budget of nodes out of
+// service, halting on the first node that reports an error.
+//
+// The rollout is a resumable client (design 1 of the design notes). Its
+// state lives in the apiserver, in a labelled ConfigMap in the config
+// namespace (see Store), and in each node's carrier status: a node whose
+// status shows the target config active is done, a node assigned the target
+// but not yet running it is in progress. Any client can pick the rollout up
+// where another left it (Run); every write to the rollout object carries a
+// resourceVersion precondition, so two clients never take the same slot.
+package rollout
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// Kind is the kind of a Rollout as dkc prints it; its apiVersion is
+// status.SchemeGroupVersion. It is stored in a ConfigMap, not served.
+const Kind = "Rollout"
+
+// State is where a rollout stands as a whole.
+type State string
+
+const (
+	// Running: a client may start nodes.
+	Running State = "Running"
+	// Paused: no node is started until `rollout resume`; nodes already
+	// started finish.
+	Paused State = "Paused"
+	// Halted: a node reported an error for the target config; Reason names
+	// it. No further node is started.
+	Halted State = "Halted"
+	// Aborted: the operator stopped the rollout. Nodes keep what they run.
+	Aborted State = "Aborted"
+	// Done: every node runs its target config.
+	Done State = "Done"
+)
+
+// Terminal reports whether no client drives a rollout in state s any more.
+func (s State) Terminal() bool { return s == Halted || s == Aborted || s == Done }
+
+// Phase is where one node of a rollout stands.
+type Phase string
+
+const (
+	// Waiting: the node has not been started.
+	Waiting Phase = "Waiting"
+	// InProgress: the node was (or is about to be) assigned its target and
+	// does not run it yet. It holds a slot of the budget.
+	InProgress Phase = "InProgress"
+	// Succeeded: the node runs its target and is Ready.
+	Succeeded Phase = "Done"
+	// Skipped: the node already ran its target when the rollout began, or
+	// it left the cluster.
+	Skipped Phase = "Skipped"
+	// Failed: the node reported an error for its target (refused, rolled
+	// back, download failure), or its drain or assignment failed.
+	Failed Phase = "Failed"
+)
+
+// Finished reports whether a node in phase p needs nothing more.
+func (p Phase) Finished() bool { return p == Succeeded || p == Skipped }
+
+// Rollout is one rollout: what to roll out where, and how far it got.
+type Rollout struct {
+	metav1.TypeMeta `json:",inline"`
+	// ObjectMeta holds the rollout's name (the ConfigMap's name without
+	// NamePrefix), namespace, resourceVersion and creation time.
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec   `json:"spec"`
+	Status            Status `json:"status"`
+}
+
+// Spec is what the operator asked for. It does not change after creation,
+// except State in Status.
+type Spec struct {
+	// Config is the target of every node; nil means the node's local config
+	// (rollout start --to-local).
+	Config *corev1.NodeConfigSource `json:"config,omitempty"`
+	// Targets overrides Config per node: undo sends each node back to what
+	// it ran before. A node listed with null goes back to its local config.
+	Targets map[string]*corev1.NodeConfigSource `json:"targets,omitempty"`
+	// Nodes lists the nodes in rollout order.
+	Nodes []string `json:"nodes"`
+	// Selector is how the nodes were chosen (-l), for display; "" for named
+	// nodes or --all.
+	Selector string `json:"selector,omitempty"`
+	// MaxUnavailable bounds the nodes restarting, in their health gate, or
+	// otherwise not Ready or cordoned at once: a count or a percentage of
+	// Nodes (rounded down, at least 1).
+	MaxUnavailable intstr.IntOrString `json:"maxUnavailable"`
+	// Canary is how many nodes go first, alone.
+	Canary int `json:"canary"`
+	// Soak is how long a finished wave must stay healthy before the next
+	// one starts.
+	Soak metav1.Duration `json:"soak,omitempty"`
+	// OrderByLabel sorted Nodes by this label's value, then by name.
+	OrderByLabel string `json:"orderByLabel,omitempty"`
+	// Drain lists the nodes that are cordoned and drained before their
+	// assignment, because the config changes a resource manager policy on
+	// them; they are uncordoned after the health gate.
+	Drain []string `json:"drain,omitempty"`
+	// DrainOptions are kubectl drain's knobs.
+	DrainOptions DrainSpec `json:"drainOptions,omitempty"`
+	// UndoOf names the rollout this one undoes.
+	UndoOf string `json:"undoOf,omitempty"`
+}
+
+// DrainSpec is the stored form of DrainOptions.
+type DrainSpec struct {
+	Timeout            metav1.Duration `json:"timeout,omitempty"`
+	Force              bool            `json:"force,omitempty"`
+	DeleteEmptyDirData bool            `json:"deleteEmptyDirData,omitempty"`
+}
+
+// Status is how far the rollout got.
+type Status struct {
+	State State `json:"state"`
+	// Reason says why the rollout halted or was aborted: for a halt, the
+	// node and its error.
+	Reason string `json:"reason,omitempty"`
+	// Wave is the index of the newest wave the rollout entered.
+	Wave int `json:"wave"`
+	// SoakSince is when the nodes before the next wave were last seen all
+	// done and healthy; the next wave starts Soak after it.
+	SoakSince *metav1.Time `json:"soakSince,omitempty"`
+	// Nodes holds each node's phase. A node absent here is Waiting.
+	Nodes map[string]NodeStatus `json:"nodes,omitempty"`
+	// LastUpdate is when a client last wrote the rollout.
+	LastUpdate metav1.Time `json:"lastUpdate"`
+}
+
+// NodeStatus is one node's part in the rollout.
+type NodeStatus struct {
+	Phase Phase `json:"phase"`
+	// Previous is the assignment the node had before the rollout started
+	// it, which undo goes back to; nil means its local config.
+	Previous *corev1.NodeConfigSource `json:"previous,omitempty"`
+	// Error is the node's error for its target, when Failed.
+	Error string `json:"error,omitempty"`
+	// Cordoned: the rollout cordoned the node to drain it and has not
+	// uncordoned it yet.
+	Cordoned bool `json:"cordoned,omitempty"`
+	// Started and Finished bound the node's apply, as the rollout saw it.
+	Started  *metav1.Time `json:"started,omitempty"`
+	Finished *metav1.Time `json:"finished,omitempty"`
+}
+
+// Target is the config node must end on; nil means its local config.
+func (s *Spec) Target(node string) *corev1.NodeConfigSource {
+	if t, ok := s.Targets[node]; ok {
+		return t
+	}
+	return s.Config
+}
+
+// NodeStatus returns node's status; Waiting when it has none.
+func (r *Rollout) NodeStatus(node string) NodeStatus {
+	if ns, ok := r.Status.Nodes[node]; ok {
+		return ns
+	}
+	return NodeStatus{Phase: Waiting}
+}
+
+// New returns a Rollout with its TypeMeta set and state Running.
+func New(namespace, name string, spec Spec) *Rollout {
+	return &Rollout{
+		TypeMeta:   metav1.TypeMeta{Kind: Kind, APIVersion: status.SchemeGroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       spec,
+		Status:     Status{State: Running},
+	}
+}
+
+// DescribeTarget names a target for humans: namespace/name, or <local>.
+func DescribeTarget(src *corev1.NodeConfigSource) string {
+	return status.FormatSource(src, false)
+}
+
+// RolloutList wraps Rollouts for -o json|yaml.
+type RolloutList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+	Items           []Rollout `json:"items"`
+}
+
+// DeepCopyInto copies in into out.
+func (in *Rollout) DeepCopyInto(out *Rollout) {
+	*out = *in
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec.Config = in.Spec.Config.DeepCopy()
+	if in.Spec.Targets != nil {
+		out.Spec.Targets = make(map[string]*corev1.NodeConfigSource, len(in.Spec.Targets))
+		for k, v := range in.Spec.Targets {
+			out.Spec.Targets[k] = v.DeepCopy()
+		}
+	}
+	out.Spec.Nodes = append([]string(nil), in.Spec.Nodes...)
+	out.Spec.Drain = append([]string(nil), in.Spec.Drain...)
+	if in.Status.SoakSince != nil {
+		out.Status.SoakSince = in.Status.SoakSince.DeepCopy()
+	}
+	if in.Status.Nodes != nil {
+		out.Status.Nodes = make(map[string]NodeStatus, len(in.Status.Nodes))
+		for k, v := range in.Status.Nodes {
+			v.Previous = v.Previous.DeepCopy()
+			if v.Started != nil {
+				v.Started = v.Started.DeepCopy()
+			}
+			if v.Finished != nil {
+				v.Finished = v.Finished.DeepCopy()
+			}
+			out.Status.Nodes[k] = v
+		}
+	}
+}
+
+// DeepCopy returns a deep copy of in.
+func (in *Rollout) DeepCopy() *Rollout {
+	if in == nil {
+		return nil
+	}
+	out := new(Rollout)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object, for kubectl's printers.
+func (in *Rollout) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+// DeepCopyObject implements runtime.Object, for kubectl's printers.
+func (in *RolloutList) DeepCopyObject() runtime.Object {
+	out := &RolloutList{TypeMeta: in.TypeMeta}
+	in.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range in.Items {
+		out.Items = append(out.Items, *in.Items[i].DeepCopy())
+	}
+	return out
+}
+
+var (
+	_ runtime.Object = &Rollout{}
+	_ runtime.Object = &RolloutList{}
+)
