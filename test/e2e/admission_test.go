@@ -27,7 +27,9 @@ const policyMessage = "only operators may assign configs"
 // change or remove its kubectl-dkc.io/config-source annotation (through
 // nodes or nodes/status, nor register with one), while it can still write
 // kubectl-dkc.io/config-status, the kubelet keeps reporting, the operator
-// still assigns and resets, and the agent's identity is not matched.
+// still assigns and resets, and the agent (on a token bound to its pod on
+// the node) writes its status but cannot reassign either. TestPrivilege
+// covers the file's other policy, the agent's confinement to its node.
 func TestAdmissionPolicy(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 1})
 	ctx := context.Background()
@@ -36,7 +38,17 @@ func TestAdmissionPolicy(t *testing.T) {
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
 		t.Fatal(err)
 	}
-	agentKubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	// The agent as a DaemonSet pod on n runs it: with a token bound to its
+	// pod, which deploy/admission-policy.yaml requires of the agent.
+	pod, err := c.AgentPod(ctx, "dkc-agent-policy", n.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := c.AgentToken(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentKubeconfig, err := c.TokenKubeconfig("agent-policy", token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,445 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// The messages of deploy/admission-policy.yaml's kubectl-dkc-agent-own-node.
+const (
+	noNodeMessage    = "the dkc agent's credential names no node, so it may write no Node"
+	otherNodeMessage = "an agent writes only its own Node"
+)
+
+// TestPrivilege proves the agent's least privilege on a real 1.36 apiserver
+// and real kubelets: deploy/rbac.yaml without nodes/proxy, the per-node
+// confinement of deploy/admission-policy.yaml for tokens bound to agent
+// pods, the host identity of deploy/rbac-host.yaml (the kubelet's own
+// credential), and an agent on a bound token that applies a config through
+// the health gate that reads its kubelet directly. It measures what the
+// policies cost a kubelet heartbeat.
+func TestPrivilege(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 2})
+	ctx := context.Background()
+	a, b := c.Nodes[0], c.Nodes[1]
+	for _, m := range []string{"rbac.yaml", "rbac-host.yaml"} {
+		if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", m), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("the harness issues service-account tokens and its kubelets authorize by webhook", func(t *testing.T) {
+		raw, err := c.Client.Discovery().RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("the apiserver serves no service-account issuer discovery (--service-account-issuer, --service-account-signing-key-file): %v", err)
+		}
+		var oidc struct {
+			Issuer string `json:"issuer"`
+		}
+		if err := json.Unmarshal(raw, &oidc); err != nil || oidc.Issuer != "https://kubernetes.default.svc" {
+			t.Errorf("service-account issuer = %q (%v), want https://kubernetes.default.svc", oidc.Issuer, err)
+		}
+		for _, n := range c.Nodes {
+			cz := configz(t, c, n.Name)
+			authn, _ := cz["authentication"].(map[string]any)
+			webhook, _ := authn["webhook"].(map[string]any)
+			anonymous, _ := authn["anonymous"].(map[string]any)
+			authz, _ := cz["authorization"].(map[string]any)
+			if authz["mode"] != "Webhook" || webhook["enabled"] != true || anonymous["enabled"] != false {
+				t.Errorf("kubelet %s: authorization.mode %v, webhook authentication %v, anonymous %v; want Webhook, true, false",
+					n.Name, authz["mode"], webhook["enabled"], anonymous["enabled"])
+			}
+		}
+	})
+
+	// Agent pods bound to a and b (they never run), and tokens.
+	podA, err := c.AgentPod(ctx, "dkc-agent-a", a.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podB, err := c.AgentPod(ctx, "dkc-agent-b", b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenKubeconfig := func(name string, pod *corev1.Pod) string {
+		t.Helper()
+		tok, err := c.AgentToken(ctx, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := c.TokenKubeconfig(name, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	kcA, kcB, kcUnbound := tokenKubeconfig("agent-a", podA), tokenKubeconfig("agent-b", podB), tokenKubeconfig("agent-unbound", nil)
+	clientA, clientB, clientUnbound := kubeconfigClient(t, kcA), kubeconfigClient(t, kcB), kubeconfigClient(t, kcUnbound)
+	certKubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCert := kubeconfigClient(t, certKubeconfig)
+	nodeA := nodeCredentialClient(t, c, 0)
+
+	t.Run("a token bound to a pod names the pod's node", func(t *testing.T) {
+		for _, tc := range []struct {
+			who    string
+			client kubernetes.Interface
+			want   []string
+		}{{"token of the pod on " + a.Name, clientA, []string{a.Name}}, {"token of the pod on " + b.Name, clientB, []string{b.Name}}, {"unbound token", clientUnbound, nil}} {
+			r, err := tc.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := r.Status.UserInfo
+			got := []string(u.Extra["authentication.kubernetes.io/node-name"])
+			if u.Username != framework.AgentIdentity || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("%s: user %q with node-name %q, want %q with %q", tc.who, u.Username, got, framework.AgentIdentity, tc.want)
+			}
+		}
+	})
+
+	// What a kubelet heartbeat costs, before the policies: the node's own
+	// credential patching its Node through nodes/status, as the kubelet does.
+	const beats = 300
+	before := heartbeats(t, nodeA, a.Name, beats)
+
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "admission-policy.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	statusPatch := []byte(`{"metadata":{"annotations":{"` + source.Prefix + `e2e-privilege":"x"}}}`)
+	patch := func(client kubernetes.Interface, node string, body []byte, dryRun bool, sub ...string) error {
+		opts := metav1.PatchOptions{FieldManager: source.FieldManager}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, opts, sub...)
+		return err
+	}
+	deniedWith := func(err error, msg string) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), msg)
+	}
+	waitFor(t, 30*time.Second, "the per-node policy to deny an unbound token", func() bool {
+		return deniedWith(patch(clientUnbound, a.Name, statusPatch, true, "status"), noNodeMessage)
+	})
+	after := heartbeats(t, nodeA, a.Name, beats)
+
+	t.Run("what the policies cost a heartbeat", func(t *testing.T) {
+		t.Logf("%d node-status patches by %s's own credential: without the policies %s; with them %s",
+			beats, a.Name, before, after)
+		// Every kubelet still reports through both policies.
+		for _, n := range c.Nodes {
+			hb := readyHeartbeat(t, c, n.Name)
+			waitFor(t, time.Minute, "a Ready heartbeat of "+n.Name+" admitted under the policies", func() bool {
+				return readyHeartbeat(t, c, n.Name).After(hb.Time)
+			})
+			waitReady(t, c, n.Name)
+		}
+	})
+
+	stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a pod-bound token writes its own Node and no other", func(t *testing.T) {
+		for _, tc := range []struct {
+			who       string
+			client    kubernetes.Interface
+			own, other string
+		}{{"agent on " + a.Name, clientA, a.Name, b.Name}, {"agent on " + b.Name, clientB, b.Name, a.Name}} {
+			for what, body := range map[string][]byte{"status": stPatch, "an annotation": statusPatch} {
+				if err := patch(tc.client, tc.own, body, false, "status"); err != nil {
+					t.Errorf("%s writing %s of its own Node %s: %v", tc.who, what, tc.own, err)
+				}
+				if err := patch(tc.client, tc.other, body, false, "status"); !deniedWith(err, otherNodeMessage) {
+					t.Errorf("%s writing %s of Node %s: err %v, want Forbidden with %q", tc.who, what, tc.other, err, otherNodeMessage)
+				}
+			}
+			// And on the Node itself RBAC gives it nothing to write.
+			err := patch(tc.client, tc.own, statusPatch, true)
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot patch resource "nodes"`) {
+				t.Errorf("%s patching its Node (not the status): err %v, want RBAC's Forbidden", tc.who, err)
+			}
+		}
+	})
+
+	t.Run("a credential without a node writes no Node", func(t *testing.T) {
+		for _, tc := range []struct {
+			who    string
+			client kubernetes.Interface
+		}{{"unbound token", clientUnbound}, {"client certificate of " + framework.AgentIdentity, clientCert}} {
+			for _, n := range c.Nodes {
+				if err := patch(tc.client, n.Name, stPatch, false, "status"); !deniedWith(err, noNodeMessage) {
+					t.Errorf("%s writing the status of %s: err %v, want Forbidden with %q", tc.who, n.Name, err, noNodeMessage)
+				}
+			}
+		}
+	})
+
+	t.Run("kubectl auth can-i: no nodes/proxy, no Secrets", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"get", "nodes", "--subresource=proxy"}, "no"},
+			{[]string{"create", "nodes", "--subresource=proxy"}, "no"},
+			{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+			{[]string{"list", "secrets", "--all-namespaces"}, "no"},
+			{[]string{"create", "pods", "--subresource=exec", "-n", "kube-system"}, "no"},
+			{[]string{"patch", "nodes"}, "no"},
+			{[]string{"get", "nodes", "--subresource=healthz"}, "yes"},
+			{[]string{"get", "nodes", "--subresource=configz"}, "yes"},
+			{[]string{"patch", "nodes", "--subresource=status"}, "yes"},
+			{[]string{"watch", "configmaps", "-n", "kube-system"}, "yes"},
+			{[]string{"get", "configmaps", "-n", "default"}, "no"},
+		} {
+			if got := canI(t, kcA, tc.args...); got != tc.want {
+				t.Errorf("agent (token of %s): kubectl auth can-i %s = %q, want %q", podA.Name, strings.Join(tc.args, " "), got, tc.want)
+			}
+		}
+	})
+
+	t.Run("the kubelet serves a pod-bound token healthz and configz, nothing else", func(t *testing.T) {
+		tok, err := c.AgentToken(ctx, podA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			n    *framework.Node
+			path string
+			want int
+		}{
+			{a, "/healthz", http.StatusOK},
+			{a, "/configz", http.StatusOK},
+			{a, "/pods", http.StatusForbidden},
+			{a, "/runningpods/", http.StatusForbidden},
+			{a, "/containerLogs/kube-system/dkc-agent-a/agent", http.StatusForbidden},
+			{a, "/exec/kube-system/dkc-agent-a/agent?command=id", http.StatusForbidden},
+			// RBAC cannot name "the node of the token" for the kubelet's
+			// SubjectAccessReview: the token reads other kubelets' healthz
+			// and configz too (docs/agent.md says so).
+			{b, "/configz", http.StatusOK},
+			{b, "/pods", http.StatusForbidden},
+		} {
+			client, err := kubelet.NewKubeletClient(&rest.Config{BearerToken: tok}, kubelet.KubeletTLS{CAFile: tc.n.KubeletCAFile(), ServerName: tc.n.Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Get("https://" + tc.n.IP + ":10250" + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET %s%s with the token of %s: %s %q, want %d", tc.n.Name, tc.path, podA.Name, resp.Status, body, tc.want)
+			}
+		}
+	})
+
+	t.Run("the host identity cannot write another Node", func(t *testing.T) {
+		if err := patch(nodeA, a.Name, stPatch, false, "status"); err != nil {
+			t.Errorf("%s's credential writing its own status: %v", a.Name, err)
+		}
+		for _, sub := range [][]string{{"status"}, nil} {
+			err := patch(nodeA, b.Name, statusPatch, false, sub...)
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), fmt.Sprintf("node %q is not allowed to modify node %q", a.Name, b.Name)) {
+				t.Errorf("%s's credential patching Node %s %v: err %v, want NodeRestriction's Forbidden", a.Name, b.Name, sub, err)
+			}
+		}
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"get", "nodes", "--subresource=proxy"}, "no"},
+			{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+			{[]string{"get", "nodes", "--subresource=configz"}, "yes"},
+			{[]string{"get", "nodes", "--subresource=healthz"}, "yes"},
+			{[]string{"watch", "configmaps", "-n", "kube-system"}, "yes"},
+		} {
+			if got := canI(t, a.KubeconfigPath, tc.args...); got != tc.want {
+				t.Errorf("system:node:%s: kubectl auth can-i %s = %q, want %q", a.Name, strings.Join(tc.args, " "), got, tc.want)
+			}
+		}
+	})
+
+	t.Run("an agent on a pod-bound token applies a config, reading its kubelet directly", func(t *testing.T) {
+		local := a.DefaultKubeletConfig()
+		var cfg map[string]any
+		if err := yaml.Unmarshal(local, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["maxPods"] = 42
+		payload, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		createConfigMap(t, c, "privilege-42", string(payload))
+		proxyBefore := apiserverMetric(t, c, "apiserver_request_total", `resource="nodes"`, `subresource="proxy"`)
+		ag, err := a.StartAgent(dkcBinary, a.AgentArgs(framework.AgentOptions{Kubeconfig: kcA, TrialDuration: 5 * time.Second, Extra: []string{"-v=2"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts := a.KubeletStarts()
+		mustDKC(t, c, "", "assign", a.Name, "--config", "privilege-42")
+		st := waitStatus(t, c, a.Name, 90*time.Second, "privilege-42 active and last-known-good", func(s *corev1.NodeConfigStatus) bool {
+			return s.Error == "" && isCM(s.Active, "privilege-42") && isCM(s.LastKnownGood, "privilege-42")
+		})
+		if st.Error != "" {
+			t.Errorf("status error %q", st.Error)
+		}
+		if got := a.KubeletStarts(); got != starts+1 {
+			t.Errorf("kubelet started %d times, want 1", got-starts)
+		}
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, a.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := node.Status.Capacity.Pods().Value(); got != 42 {
+			t.Errorf("pod capacity %d, want 42", got)
+		}
+		// The gate compared configz without nodes/proxy: nobody asked the
+		// apiserver's node proxy meanwhile.
+		if after := apiserverMetric(t, c, "apiserver_request_total", `resource="nodes"`, `subresource="proxy"`); after != proxyBefore {
+			t.Errorf("node proxy requests went from %v to %v during the apply, want none", proxyBefore, after)
+		}
+		if err := ag.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("an expression that errors refuses heartbeats", func(t *testing.T) {
+		// What failurePolicy Fail does with an expression that cannot be
+		// evaluated: a match condition reading a key the user's extra lacks.
+		name := "kubectl-dkc-e2e-erroring"
+		fail := admissionregistrationv1.Fail
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: &fail,
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					ResourceNames: []string{a.Name},
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes/status"}},
+					},
+				}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "erroring", Expression: `request.userInfo.extra['no-such-key'][0] == 'x'`}},
+				Validations:     []admissionregistrationv1.Validation{{Expression: "true"}},
+			},
+		}
+		adm := c.Client.AdmissionregistrationV1()
+		if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = adm.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}) }()
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		}
+		if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}) }()
+		var last error
+		waitFor(t, 30*time.Second, "the erroring policy to refuse a heartbeat (dry run)", func() bool {
+			last = patch(nodeA, a.Name, statusPatch, true, "status")
+			return last != nil
+		})
+		t.Logf("a heartbeat of %s under a policy whose match condition errors: %v", a.Name, last)
+		if !apierrors.IsForbidden(last) && !apierrors.IsInvalid(last) {
+			t.Errorf("heartbeat under an erroring policy: %v, want it refused", last)
+		}
+	})
+}
+
+// heartbeats patches node's status n times with client, as a kubelet's
+// heartbeat does, and summarizes the latencies.
+func heartbeats(t *testing.T, client kubernetes.Interface, node string, n int) string {
+	t.Helper()
+	d := make([]time.Duration, 0, n)
+	for i := range n {
+		body := fmt.Sprintf(`{"metadata":{"annotations":{"%se2e-heartbeat":"%d"}}}`, source.Prefix, i)
+		began := time.Now()
+		if _, err := client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("heartbeat %d of %s: %v", i, node, err)
+		}
+		d = append(d, time.Since(began))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	q := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))].Round(10 * time.Microsecond) }
+	return fmt.Sprintf("median %s, p90 %s, p99 %s", q(0.5), q(0.9), q(0.99))
+}
+
+// canI runs the pinned kubectl's `auth can-i` with kubeconfig and returns
+// its answer, "yes" or "no".
+func canI(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	kubectl, err := framework.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "auth", "can-i"}, args...)...).Output()
+	got := strings.TrimSpace(string(out))
+	if err != nil && got != "no" {
+		t.Fatalf("kubectl auth can-i %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return got
+}
+
+// apiserverMetric sums the apiserver's metric name over the series whose
+// labels contain every one of labels.
+func apiserverMetric(t *testing.T, c *framework.Cluster, name string, labels ...string) float64 {
+	t.Helper()
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
