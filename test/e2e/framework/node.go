@@ -103,6 +103,11 @@ func (c *Cluster) addNode(i int) (*Node, error) {
 	if err := n.writeRestartCommand(); err != nil {
 		return nil, err
 	}
+	if c.opts.Pods {
+		if err := n.setUpPods(); err != nil {
+			return nil, err
+		}
+	}
 	containerdArgv := []string{"containerd", "--config", filepath.Join(dir, "containerd.toml")}
 	kubeletArgv := wrapArgv(ns, n.cluster.utab(), n.mounts, n.kubeletArgv())
 	if c.opts.Pods {
@@ -234,7 +239,13 @@ func (n *Node) kubeletArgv() []string {
 // writeRestartCommand writes the script that restarts the kubelet: it ends
 // the kubelet by the PID the supervisor recorded and waits for the next one.
 func (n *Node) writeRestartCommand() error {
-	script := fmt.Sprintf(`#!/bin/sh
+	return os.WriteFile(n.RestartCommand, []byte(n.restartScript(n.PIDFile)), 0o755)
+}
+
+// restartScript is the restart command's text, reading the kubelet's PID
+// from pidFile.
+func (n *Node) restartScript(pidFile string) string {
+	return fmt.Sprintf(`#!/bin/sh
 # Restarts %[1]s's kubelet, as "systemctl restart kubelet" would: the harness
 # supervisor starts a new kubelet when the old one exits.
 set -u
@@ -250,8 +261,7 @@ while [ $i -lt 600 ]; do
 done
 echo "kubelet on %[1]s did not start again within 30s" >&2
 exit 1
-`, n.Name, shellQuote(n.PIDFile))
-	return os.WriteFile(n.RestartCommand, []byte(script), 0o755)
+`, n.Name, shellQuote(pidFile))
 }
 
 func (n *Node) start() error {

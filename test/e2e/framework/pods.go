@@ -3,6 +3,8 @@ package framework
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -90,6 +92,25 @@ func podsWrapArgv(netns, utab, mntPIDFile string, argv []string) []string {
 		"pid=$(cat " + shellQuote(mntPIDFile) + ")\n" +
 		`exec nsenter --mount=/proc/$pid/ns/mnt -- "$@"` + "\n"
 	return append([]string{"nsenter", "--net=/run/netns/" + netns, "--", "/bin/sh", "-c", script, "dkc-wrap"}, argv...)
+}
+
+// PodNodeDir is where a pod finds its node's state directory (Node.Dir):
+// the path of a hostPath volume, the same on every node. /var/lib is the
+// node's own in its mount namespace, and this link in it points at Node.Dir.
+// deploy/overlays/test mounts it at /node.
+const PodNodeDir = "/var/lib/dkc-node"
+
+// PodRestartCommand is the restart command as a pod sees it, with the node's
+// directory at /node and the host's PIDs (hostPID).
+const PodRestartCommand = "/node/restart-kubelet-in-pod"
+
+// setUpPods links PodNodeDir to the node's directory and writes the restart
+// command for pods.
+func (n *Node) setUpPods() error {
+	if err := os.Symlink(n.Dir, filepath.Join(n.Dir, "varlib", filepath.Base(PodNodeDir))); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(n.Dir, filepath.Base(PodRestartCommand)), []byte(n.restartScript("/node/kubelet.pid")), 0o755)
 }
 
 // ctr runs containerd's ctr against the node's containerd, in the
@@ -186,4 +207,71 @@ func BuildImages(ctx context.Context, root, agentBinary, agentRef, dir string) (
 // config: the sandbox image is PauseImage, imported, never pulled.
 func pauseContainerdConfig() string {
 	return fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n", PauseImage)
+}
+
+// DeployAgent installs the agent's DaemonSet as an operator would, with
+// `kubectl apply -k`, from overlay (deploy/overlays/test) under a
+// kustomization of the cluster's own that sets
+//   - the image, through kustomize's images: (newName and newTag of ref);
+//   - KUBERNETES_SERVICE_HOST and _PORT to the apiserver's address: the
+//     cluster runs no kube-proxy, so the kubernetes Service's ClusterIP does
+//     not route, and the address differs from cluster to cluster.
+//
+// It returns the kustomization's directory.
+func (c *Cluster) DeployAgent(ctx context.Context, overlay, ref string) (string, error) {
+	abs, err := filepath.Abs(overlay)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(c.APIServerURL)
+	if err != nil {
+		return "", fmt.Errorf("apiserver URL %q: %w", c.APIServerURL, err)
+	}
+	name, tag := ref, "latest"
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		name, tag = ref[:i], ref[i+1:]
+	}
+	dir := filepath.Join(c.Dir, "deploy-agent")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployAgent).
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+- name: registry.example/kubectl-dkc-agent
+  newName: %s
+  newTag: %q
+patches:
+- patch: |-
+    apiVersion: apps/v1
+    kind: DaemonSet
+    metadata:
+      name: dkc-agent
+      namespace: kube-system
+    spec:
+      template:
+        spec:
+          containers:
+          - name: agent
+            env:
+            - name: KUBERNETES_SERVICE_HOST
+              value: %q
+            - name: KUBERNETES_SERVICE_PORT
+              value: %q
+`, abs, name, tag, u.Hostname(), u.Port())
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		return "", err
+	}
+	kubectl, err := Kubectl()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.Kubeconfig, "apply", "-k", dir).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("kubectl apply -k %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return dir, nil
 }
