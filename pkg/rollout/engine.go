@@ -51,6 +51,11 @@ type Options struct {
 	// OnChange, when set, receives the rollout and its nodes' observations
 	// after every pass that changed something. It runs on Run's goroutine.
 	OnChange func(r *Rollout, observed map[string]Observed)
+	// ReadOnly watches without acting: each node's phase is computed from
+	// its carrier and passed to OnChange, nothing is written, and Run
+	// returns once the rollout is Done, Halted or Aborted. This is
+	// `rollout status -w`.
+	ReadOnly bool
 }
 
 // Run drives rollout name in namespace until it is done, halted, aborted or
@@ -104,6 +109,8 @@ type engine struct {
 	wake time.Time
 	// assigned holds the nodes this client assigned.
 	assigned map[string]bool
+	// last is the rollout last reported in ReadOnly mode.
+	last *Rollout
 
 	// mu guards what the informers' handlers share with the loop: the
 	// resourceVersion the loop last wrote or read, and whether the server

@@ -34,57 +34,34 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err := e.refresh(ctx); err != nil {
 		return true, err
 	}
-	if e.cur.Status.State != Running {
+	if e.cur.Status.State != Running && !e.opts.ReadOnly {
 		if e.cur.Status.State == Done {
 			return true, nil
 		}
 		return true, stateError(e.cur)
 	}
 	now := metav1.NewTime(e.opts.Clock.Now())
-	r := e.cur.DeepCopy()
-	if r.Status.Nodes == nil {
-		r.Status.Nodes = map[string]NodeStatus{}
-	}
-	changed := false
-	observed := map[string]Observed{}
-	nodes := map[string]*corev1.Node{}
 
 	// 1. phases
-	for _, name := range r.Spec.Nodes {
-		rec := r.NodeStatus(name)
+	r, observed, changed, err := Live(e.cur, func(name string) (*corev1.Node, error) {
 		node, err := e.nodes.Get(name)
 		if apierrors.IsNotFound(err) {
-			if !rec.Phase.Finished() && rec.Phase != Failed {
-				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
-				r.Status.Nodes[name] = rec
-				changed = true
-			}
-			continue
+			return nil, nil
 		}
-		if err != nil {
-			return true, fmt.Errorf("get node %q: %w", name, err)
+		return node, err
+	}, now)
+	if err != nil {
+		return true, err
+	}
+	nodes := map[string]*corev1.Node{}
+	for name := range observed {
+		if node, err := e.nodes.Get(name); err == nil {
+			nodes[name] = node
 		}
-		nodes[name] = node
-		o, err := Observe(node, r.Spec.Target(name))
-		if err != nil {
-			o.Error = err.Error()
-		}
-		observed[name] = o
-		phase, msg := NextPhase(rec, o)
-		if phase == rec.Phase && msg == rec.Error {
-			continue
-		}
-		rec.Phase, rec.Error = phase, msg
-		switch phase {
-		case InProgress:
-			if rec.Started == nil {
-				rec.Started = &now
-			}
-		case Succeeded, Skipped, Failed:
-			rec.Finished = &now
-		}
-		r.Status.Nodes[name] = rec
-		changed = true
+	}
+
+	if e.opts.ReadOnly {
+		return e.follow(r, observed)
 	}
 
 	// 2. halt
@@ -218,6 +195,84 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 }
 
 var timeZero = metav1.Time{}.Time
+
+// Live returns a copy of r with each node's phase brought up to date from
+// its Node (NextPhase), what was observed of each node, and whether any
+// phase changed. get returns nil for a node that does not exist; such a
+// node is Skipped. now stamps the phases that changed.
+func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.Time) (*Rollout, map[string]Observed, bool, error) {
+	r = r.DeepCopy()
+	if r.Status.Nodes == nil {
+		r.Status.Nodes = map[string]NodeStatus{}
+	}
+	changed := false
+	observed := map[string]Observed{}
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		node, err := get(name)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("get node %q: %w", name, err)
+		}
+		if node == nil {
+			if !rec.Phase.Finished() && rec.Phase != Failed {
+				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
+				r.Status.Nodes[name] = rec
+				changed = true
+			}
+			continue
+		}
+		o, err := Observe(node, r.Spec.Target(name))
+		if err != nil {
+			o.Error = err.Error()
+		}
+		observed[name] = o
+		phase, msg := NextPhase(rec, o)
+		if phase == rec.Phase && msg == rec.Error {
+			continue
+		}
+		rec.Phase, rec.Error = phase, msg
+		switch phase {
+		case InProgress:
+			if rec.Started == nil {
+				rec.Started = &now
+			}
+		case Succeeded, Skipped, Failed:
+			rec.Finished = &now
+		}
+		r.Status.Nodes[name] = rec
+		changed = true
+	}
+	return r, observed, changed, nil
+}
+
+// samePhases reports whether a and b show the same state and node phases.
+func samePhases(a, b *Rollout) bool {
+	if a.Status.State != b.Status.State || a.Status.Reason != b.Status.Reason || a.Status.Wave != b.Status.Wave {
+		return false
+	}
+	for _, n := range b.Spec.Nodes {
+		x, y := a.NodeStatus(n), b.NodeStatus(n)
+		if x.Phase != y.Phase || x.Error != y.Error || x.Cordoned != y.Cordoned {
+			return false
+		}
+	}
+	return true
+}
+
+// follow reports r, with its nodes' phases as observed, when it changed
+// since the last report; it ends the watch once the rollout is final.
+func (e *engine) follow(r *Rollout, observed map[string]Observed) (bool, error) {
+	if e.last == nil || !samePhases(e.last, r) {
+		e.last = r
+		if e.opts.OnChange != nil {
+			e.opts.OnChange(r.DeepCopy(), observed)
+		}
+	}
+	if r.Status.State.Terminal() {
+		return true, stateError(r)
+	}
+	return false, nil
+}
 
 // finish writes r in a final state and returns what Run returns.
 func (e *engine) finish(ctx context.Context, r *Rollout, observed map[string]Observed) (bool, error) {

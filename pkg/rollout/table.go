@@ -1,0 +1,116 @@
+package rollout
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/cli-runtime/pkg/printers"
+)
+
+// WaveSummary counts a wave's nodes by phase.
+type WaveSummary struct {
+	Wave
+	Done, InProgress, Waiting, Failed int
+}
+
+// State is the wave's state in one word: done, failed, in progress or
+// waiting.
+func (w WaveSummary) State() string {
+	switch {
+	case w.Failed > 0:
+		return "failed"
+	case w.InProgress > 0:
+		return "in progress"
+	case w.Waiting == 0:
+		return "done"
+	case w.Done > 0:
+		return "in progress"
+	}
+	return "waiting"
+}
+
+// Summarize counts the nodes of each wave of r by phase; Skipped counts as
+// done.
+func Summarize(r *Rollout) []WaveSummary {
+	var out []WaveSummary
+	for _, w := range Waves(&r.Spec) {
+		s := WaveSummary{Wave: w}
+		for _, n := range w.Nodes {
+			switch r.NodeStatus(n).Phase {
+			case Succeeded, Skipped:
+				s.Done++
+			case InProgress:
+				s.InProgress++
+			case Failed:
+				s.Failed++
+			default:
+				s.Waiting++
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// maxListed bounds the node names a table row shows.
+const maxListed = 5
+
+// PrintTable writes r as a header and one row per wave:
+//
+//	rollout/r1: Running, config kube-system/cfg over 3 nodes, max unavailable 1, canary 1
+//	WAVE        STATE         DONE   IN-PROGRESS   WAITING   FAILED   NODES
+//	0 (canary)  done          1      0             0         0        n1
+func PrintTable(w io.Writer, r *Rollout) error {
+	fmt.Fprintf(w, "rollout/%s: %s\n", r.Name, Headline(r))
+	if r.Status.Reason != "" {
+		fmt.Fprintf(w, "reason: %s\n", r.Status.Reason)
+	}
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "WAVE\tSTATE\tDONE\tIN-PROGRESS\tWAITING\tFAILED\tNODES")
+	for _, s := range Summarize(r) {
+		wave := fmt.Sprint(s.Index)
+		if s.Canary {
+			wave += " (canary)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", wave, s.State(), s.Done, s.InProgress, s.Waiting, s.Failed, listNodes(r, s.Nodes))
+	}
+	return tw.Flush()
+}
+
+// Headline says what r does in one line.
+func Headline(r *Rollout) string {
+	target := DescribeTarget(r.Spec.Config)
+	if len(r.Spec.Targets) > 0 {
+		target = "each node's previous config"
+		if r.Spec.UndoOf != "" {
+			target += " (undo of " + r.Spec.UndoOf + ")"
+		}
+	}
+	s := fmt.Sprintf("%s, %s over %d nodes, max unavailable %s (%d), canary %d",
+		r.Status.State, target, len(r.Spec.Nodes), r.Spec.MaxUnavailable.String(), Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes)), r.Spec.Canary)
+	if r.Spec.Soak.Duration > 0 {
+		s += ", soak " + r.Spec.Soak.Duration.String()
+	}
+	if len(r.Spec.Drain) > 0 {
+		s += fmt.Sprintf(", drains %d nodes", len(r.Spec.Drain))
+	}
+	return s
+}
+
+// listNodes shows the first nodes of a wave with their phase when it is not
+// Waiting.
+func listNodes(r *Rollout, nodes []string) string {
+	var parts []string
+	for i, n := range nodes {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("... (%d more)", len(nodes)-maxListed))
+			break
+		}
+		if p := r.NodeStatus(n).Phase; p != Waiting {
+			n += "(" + string(p) + ")"
+		}
+		parts = append(parts, n)
+	}
+	return strings.Join(parts, ",")
+}
