@@ -13,6 +13,16 @@ BIN := _output/bin
 # Debian packages the real-component tests need.
 TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux
 E2E_TIMEOUT ?= 60m
+# The agent image (make image): its name, tag and platforms. Timestamps in it
+# are the commit's, so the same commit gives the same digest.
+IMAGE_REPO      ?= registry.example/kubectl-dkc-agent
+IMAGE_TAG       ?= $(VERSION)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_DIR       := _output/image
+SOURCE_DATE_EPOCH ?= $(shell git show -s --format=%ct HEAD 2>/dev/null || echo 0)
+# Which agent `make cluster-up` runs: process (one per node, started by the
+# script) or daemonset (deploy/ with test/deploy, from `make image`).
+AGENT ?= process
 # Which benchmarks `make bench` runs: a go test -bench regexp.
 BENCH ?= .
 
@@ -48,14 +58,17 @@ fmt-check: ## Fail if gofmt would change a file
 vet:
 	go vet ./...
 	cd hack/tools && go vet ./etcd
+	cd hack/image && go vet ./...
 
 .PHONY: unit
 unit: ## Unit tests (no cluster)
 	go test ./cmd/... ./pkg/...
+	cd hack/image && go test ./...
 
 .PHONY: e2e
-e2e: test-deps components components-v1.23 build ## Tests on real etcd, kube-apiserver and kubelets
-	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
+e2e: test-deps components components-v1.23 build image ## Tests on real etcd, kube-apiserver and kubelets
+	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
+	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
 
 .PHONY: bench
 bench: test-deps components components-v1.23 build ## Benchmarks on real components, or only those matching BENCH=regexp (docs/performance.md)
@@ -65,8 +78,8 @@ bench: test-deps components components-v1.23 build ## Benchmarks on real compone
 test: fmt-check vet unit e2e ## Everything CI runs
 
 .PHONY: cluster-up
-cluster-up: test-deps build ## Start a local cluster of real components
-	hack/local-cluster.sh up
+cluster-up: test-deps build $(if $(filter daemonset,$(AGENT)),image) ## Start a local cluster of real components (AGENT=daemonset: agents in pods)
+	AGENT=$(AGENT) hack/local-cluster.sh up
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster and remove everything it made
@@ -75,6 +88,14 @@ cluster-down: ## Stop the local cluster and remove everything it made
 .PHONY: demo
 demo: test-deps build ## The seed workflow, end to end, on a local cluster
 	hack/demo.sh
+
+.PHONY: image
+image: ## Build the agent and pause images as OCI archives in _output/image (no Docker, nothing pulled)
+	cd hack/image && go run . agent -root $(CURDIR) -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
+		-name $(IMAGE_REPO):$(IMAGE_TAG) -version $(VERSION) -commit $(GIT_COMMIT) \
+		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
+	cd hack/image && go run . pause -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar \
+		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
 
 .PHONY: clean
 clean:

@@ -1,7 +1,9 @@
 package framework
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -182,16 +184,19 @@ func (n *Node) removeContainers() {
 	}
 }
 
-// BuildImages writes the agent image (from the binary at agentBinary, for
-// this host's platform) and the pause image as OCI archives into dir, with
-// hack/image, and returns their paths. The agent image is named
-// agentRef. root is the repository.
-func BuildImages(ctx context.Context, root, agentBinary, agentRef, dir string) (agent, pause string, err error) {
+// BuildImages writes the agent image, built from the repository at root,
+// and the pause image as OCI archives into dir, for this host's platform
+// only, with hack/image as `make image` does, and returns their paths.
+func BuildImages(ctx context.Context, root, dir string) (agent, pause string, err error) {
 	agent = filepath.Join(dir, "kubectl-dkc-agent.oci.tar")
 	pause = filepath.Join(dir, "kubectl-dkc-pause.oci.tar")
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", "", err
+	}
 	platform := "linux/" + runtime.GOARCH
 	for _, args := range [][]string{
-		{"agent", "-binary", agentBinary, "-name", agentRef, "-platforms", platform, "-o", agent},
+		{"agent", "-root", abs, "-version", "v0.0.0-e2e", "-platforms", platform, "-o", agent},
 		{"pause", "-platforms", platform, "-o", pause},
 	} {
 		cmd := exec.CommandContext(ctx, "go", append([]string{"run", "."}, args...)...)
@@ -274,4 +279,37 @@ patches:
 		return "", fmt.Errorf("kubectl apply -k %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
 	}
 	return dir, nil
+}
+
+// ImageName is the name of the image in an OCI image archive that
+// hack/image wrote: the io.containerd.image.name annotation of its one
+// index.json entry, the name `ctr images import` gives it.
+func ImageName(archive string) (string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "", fmt.Errorf("%s: no index.json: %w", archive, err)
+		}
+		if h.Name != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"manifests"`
+		}
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			return "", fmt.Errorf("%s: index.json: %w", archive, err)
+		}
+		if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] == "" {
+			return "", fmt.Errorf("%s: index.json names no single image", archive)
+		}
+		return index.Manifests[0].Annotations["io.containerd.image.name"], nil
+	}
 }

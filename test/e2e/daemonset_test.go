@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// agentImages are the OCI archives of the agent and pause images: those of
+// `make image` when $DKC_AGENT_IMAGE and $DKC_PAUSE_IMAGE name them (make e2e
+// does), else built from this repository for this host's platform.
+func agentImages(t *testing.T, root string) (agent, pause string) {
+	t.Helper()
+	agent, pause = os.Getenv("DKC_AGENT_IMAGE"), os.Getenv("DKC_PAUSE_IMAGE")
+	if agent != "" && pause != "" {
+		return agent, pause
+	}
+	began := time.Now()
+	agent, pause, err := framework.BuildImages(context.Background(), root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built the agent and pause images in %s", time.Since(began).Round(time.Second))
+	return agent, pause
+}
+
+// TestDaemonSet installs the agent as an operator would, from deploy/ with
+// the test overlay test/deploy (kubectl apply -k), on real kubelets that
+// pull nothing: the agent's image and the pause image are imported into each
+// node's containerd. The agent then works in its pod: it applies an assigned
+// config, restarts its own node's kubelet and outlives that restart, and a
+// SIGKILL in the middle of an apply leaves a store from which the restarted
+// container finishes the job.
+func TestDaemonSet(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 2, Pods: true})
+	ctx := context.Background()
+	root := filepath.Join("..", "..")
+	agentArchive, pauseArchive := agentImages(t, root)
+	ref, err := framework.ImageName(agentArchive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		for _, archive := range []string{pauseArchive, agentArchive} {
+			if err := n.ImportImage(ctx, archive); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	kubectl, err := framework.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("kustomizations pass server-side dry-run", func(t *testing.T) {
+		for _, dir := range []string{filepath.Join(root, "deploy"), filepath.Join(root, "test", "deploy")} {
+			out, err := exec.Command(kubectl, "--kubeconfig", c.Kubeconfig, "apply", "-k", dir, "--dry-run=server").CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl apply -k %s --dry-run=server: %v\n%s", dir, err, out)
+			}
+			if !strings.Contains(string(out), "daemonset.apps/dkc-agent created (server dry run)") {
+				t.Errorf("kubectl apply -k %s --dry-run=server did not create the DaemonSet:\n%s", dir, out)
+			}
+		}
+	})
+
+	began := time.Now()
+	if _, err := c.DeployAgent(ctx, filepath.Join(root, "test", "deploy"), ref); err != nil {
+		t.Fatal(err)
+	}
+	pods := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool { return agentContainerReady(p) })
+	t.Logf("kubectl apply -k to %d agent pods Ready: %s", len(pods), time.Since(began).Round(time.Millisecond))
+
+	n, other := c.Nodes[0], c.Nodes[1]
+	before, otherBefore := pods[n.Name], pods[other.Name]
+	local, err := os.ReadFile(n.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPods := func(maxPods int) string {
+		var cfg map[string]any
+		if err := yaml.Unmarshal(local, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg["maxPods"] = maxPods
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	// The store, as the pod's hostPath /var/lib/kubectl-dkc: /var/lib is the
+	// node's own varlib in its mount namespace.
+	storeDir := filepath.Join(n.Dir, "varlib", "kubectl-dkc")
+
+	t.Run("the agent in its pod applies an assigned config", func(t *testing.T) {
+		createConfigMap(t, c, "ds-a", withPods(42))
+		pid := n.KubeletPID()
+		began := time.Now()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "ds-a")
+		waitStatus(t, c, n.Name, time.Minute, "active ds-a", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "ds-a")
+		})
+		t.Logf("assign to status active, agent in a pod: %s", time.Since(began).Round(time.Millisecond))
+		if n.KubeletPID() == pid {
+			t.Errorf("kubelet PID %d unchanged: the agent did not restart it", pid)
+		}
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
+			t.Errorf("configz maxPods %v, want 42", got)
+		}
+		wantEvent(t, c, n.Name, "Applied")
+		store, err := checkpoint.Open(storeDir, clock.RealClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assigned, err := store.Assigned()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isCM(assigned, "ds-a") {
+			t.Errorf("the pod's store at %s has assigned %v, want ds-a", storeDir, assigned)
+		}
+		if ok, err := store.Exists(assigned); err != nil || !ok {
+			t.Errorf("checkpoint of ds-a in the pod's store: exists %v (%v)", ok, err)
+		}
+	})
+
+	t.Run("the agent pod outlives its kubelet's restart", func(t *testing.T) {
+		now := waitAgentPods(t, c, 30*time.Second, func(p *corev1.Pod) bool { return agentContainerReady(p) })
+		for _, pair := range []struct{ before, after *corev1.Pod }{{before, now[n.Name]}, {otherBefore, now[other.Name]}} {
+			b, a := agentStatus(pair.before), agentStatus(pair.after)
+			if a.ContainerID != b.ContainerID || a.RestartCount != 0 {
+				t.Errorf("pod %s: container %s, %d restarts; want the same container %s, 0 restarts",
+					pair.after.Name, a.ContainerID, a.RestartCount, b.ContainerID)
+			}
+		}
+	})
+
+	t.Run("SIGKILL of the agent container during an apply", func(t *testing.T) {
+		createConfigMap(t, c, "ds-b", withPods(44))
+		id := strings.TrimPrefix(agentStatus(before).ContainerID, "containerd://")
+		pid, err := n.ContainerPID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts := n.KubeletStarts()
+		mustDKC(t, c, "", "assign", n.Name, "--config", "ds-b")
+		// Kill the agent as soon as it restarted the kubelet, before its
+		// health gate can pass.
+		waitFor(t, 30*time.Second, "the agent to restart the kubelet", func() bool { return n.KubeletStarts() > starts })
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 the agent container's process %d: %v", pid, err)
+		}
+		t.Logf("killed the agent (container %s, pid %d) during the apply", id[:12], pid)
+
+		store, err := checkpoint.Open(storeDir, clock.RealClock{})
+		if err != nil {
+			t.Fatalf("the store after the kill: %v", err)
+		}
+		assigned, err := store.Assigned()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isCM(assigned, "ds-b") {
+			t.Errorf("meta/assigned = %v after the kill, want ds-b", assigned)
+		}
+		if ok, err := store.Exists(assigned); err != nil || !ok {
+			t.Errorf("checkpoint of ds-b after the kill: exists %v (%v), want it in the store", ok, err)
+		}
+		onDisk, err := os.ReadFile(n.ConfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(onDisk), "maxPods: 44") {
+			t.Errorf("kubelet config after the kill does not hold maxPods 44:\n%s", onDisk)
+		}
+
+		after := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool {
+			return p.Spec.NodeName != n.Name || (agentStatus(p).RestartCount >= 1 && agentContainerReady(p))
+		})[n.Name]
+		if st := agentStatus(after); st.ContainerID == agentStatus(before).ContainerID {
+			t.Errorf("container %s still runs after kill -9", st.ContainerID)
+		}
+		if after.UID != before.UID {
+			t.Errorf("pod %s was replaced (uid %s, was %s); want its container restarted", after.Name, after.UID, before.UID)
+		}
+		waitStatus(t, c, n.Name, time.Minute, "active ds-b", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "ds-b")
+		})
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(44) {
+			t.Errorf("configz maxPods %v, want 44", got)
+		}
+	})
+}
+
+// waitAgentPods waits until there is one dkc-agent pod per node and cond
+// holds for each, and returns them by node.
+func waitAgentPods(t *testing.T, c *framework.Cluster, timeout time.Duration, cond func(*corev1.Pod) bool) map[string]*corev1.Pod {
+	t.Helper()
+	var byNode map[string]*corev1.Pod
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("agent pods: %s", last)
+		}
+	}()
+	waitFor(t, timeout, "a dkc-agent pod per node", func() bool {
+		list, err := c.Client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dkc-agent"})
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		byNode = map[string]*corev1.Pod{}
+		var states []string
+		for i := range list.Items {
+			p := &list.Items[i]
+			byNode[p.Spec.NodeName] = p
+			states = append(states, p.Name+"@"+p.Spec.NodeName+":"+string(p.Status.Phase))
+		}
+		last = strings.Join(states, " ")
+		if len(byNode) != len(c.Nodes) {
+			return false
+		}
+		for _, p := range byNode {
+			if !cond(p) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("agent pods: %s", last)
+	return byNode
+}
+
+func agentStatus(p *corev1.Pod) corev1.ContainerStatus {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == "agent" {
+			return st
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+func agentContainerReady(p *corev1.Pod) bool {
+	st := agentStatus(p)
+	return p.Status.Phase == corev1.PodRunning && st.State.Running != nil && st.Ready
+}
