@@ -6,6 +6,9 @@
 #                                      its namespaces, links and mounts
 # State lives in $DKC_CLUSTER_DIR (default /tmp/kubectl-dkc-cluster). Every node
 # runs a dkc agent; $DKC_AGENT_TRIAL sets its --trial-duration (default 1m).
+# With AGENT=daemonset the agents run in pods instead, as deploy/'s DaemonSet
+# through the test overlay test/deploy, from the images `make image` wrote
+# to _output/image (imported into each node's containerd, never pulled).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,7 +38,15 @@ up)
   [[ -x $agent ]] || (cd "$root" && make build >/dev/null)
   rm -f "$dir/ready"
   # $! must be dkc-cluster itself: `down` ends it by this PID.
-  nohup "$bin" --dir "$dir" --nodes "${2:-2}" --agent-binary "$agent" \
+  agent_args=(--agent-binary "$agent")
+  if [[ ${AGENT:-process} == daemonset ]]; then
+    if [[ ! -f $root/_output/image/kubectl-dkc-agent.oci.tar ]]; then
+      echo "error: AGENT=daemonset needs the agent image: run make image" >&2
+      exit 1
+    fi
+    agent_args=(--agent-daemonset --agent-overlay "$root/test/deploy" --agent-images "$root/_output/image")
+  fi
+  nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
     --agent-rbac "$root/deploy/rbac.yaml" --agent-trial-duration "${DKC_AGENT_TRIAL:-1m}" \
     >"$dir/cluster.log" 2>&1 &
   echo $! >"$pidfile"
@@ -53,7 +64,10 @@ up)
     echo "error: the cluster was not ready within 120s; see $dir/cluster.log" >&2
     exit 1
   fi
-  grep -E 'Ready|ready after|agent pid' "$dir/cluster.log" || true
+  grep -E 'Ready|ready after|agent pid|agent pod' "$dir/cluster.log" || true
+  if [[ ${AGENT:-process} == daemonset ]]; then
+    echo "agents run in pods: kubectl get pods -n kube-system -o wide; kubectl dkc status"
+  fi
   echo "export KUBECONFIG=$dir/kubeconfig"
   ;;
 env)

@@ -29,6 +29,9 @@ func run() error {
 	agentBinary := flag.String("agent-binary", "", "kubectl-dkc to run as the dkc agent on every node (none when empty)")
 	rbac := flag.String("agent-rbac", "deploy/rbac.yaml", "the agent's RBAC manifest, applied before the agents start")
 	trial := flag.Duration("agent-trial-duration", time.Minute, "the agents' --trial-duration")
+	daemonset := flag.Bool("agent-daemonset", false, "run the agents as deploy/'s DaemonSet in pods, through --agent-overlay, instead of processes")
+	overlay := flag.String("agent-overlay", "test/deploy", "with --agent-daemonset: the kustomization applied with kubectl apply -k")
+	images := flag.String("agent-images", "_output/image", "with --agent-daemonset: where make image wrote the agent and pause archives")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -41,7 +44,7 @@ func run() error {
 	logf := func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	c, err := framework.Start(ctx, framework.Options{Nodes: *nodes, Dir: state, Logf: logf})
+	c, err := framework.Start(ctx, framework.Options{Nodes: *nodes, Dir: state, Logf: logf, Pods: *daemonset})
 	if err != nil {
 		return err
 	}
@@ -62,7 +65,11 @@ func run() error {
 	for _, n := range c.Nodes {
 		logf("node %s: ip %s, kubelet log %s, config %s", n.Name, n.IP, n.LogPath, n.ConfigPath)
 	}
-	if *agentBinary != "" {
+	if *daemonset {
+		if err := deployDaemonSet(ctx, c, *images, *overlay, logf); err != nil {
+			return err
+		}
+	} else if *agentBinary != "" {
 		if err := startAgents(ctx, c, *agentBinary, *rbac, *trial, logf); err != nil {
 			return err
 		}
