@@ -151,7 +151,9 @@ func TestDaemonSet(t *testing.T) {
 
 	t.Run("SIGKILL of the agent container during an apply", func(t *testing.T) {
 		createConfigMap(t, c, "ds-b", withPods(44))
-		id := strings.TrimPrefix(agentStatus(before).ContainerID, "containerd://")
+		cur := waitAgentPods(t, c, 30*time.Second, func(p *corev1.Pod) bool { return agentContainerReady(p) })[n.Name]
+		restarts := agentStatus(cur).RestartCount
+		id := strings.TrimPrefix(agentStatus(cur).ContainerID, "containerd://")
 		pid, err := n.ContainerPID(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -189,13 +191,13 @@ func TestDaemonSet(t *testing.T) {
 		}
 
 		after := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool {
-			return p.Spec.NodeName != n.Name || (agentStatus(p).RestartCount >= 1 && agentContainerReady(p))
+			return p.Spec.NodeName != n.Name || (agentStatus(p).RestartCount > restarts && agentContainerReady(p))
 		})[n.Name]
-		if st := agentStatus(after); st.ContainerID == agentStatus(before).ContainerID {
+		if st := agentStatus(after); st.ContainerID == agentStatus(cur).ContainerID {
 			t.Errorf("container %s still runs after kill -9", st.ContainerID)
 		}
-		if after.UID != before.UID {
-			t.Errorf("pod %s was replaced (uid %s, was %s); want its container restarted", after.Name, after.UID, before.UID)
+		if after.UID != cur.UID {
+			t.Errorf("pod %s was replaced (uid %s, was %s); want its container restarted", after.Name, after.UID, cur.UID)
 		}
 		waitStatus(t, c, n.Name, time.Minute, "active ds-b", func(st *corev1.NodeConfigStatus) bool {
 			return st != nil && st.Error == "" && isCM(st.Active, "ds-b")
