@@ -10,6 +10,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/reset"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
 )
@@ -23,4 +24,5 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(push.NewCmdPush(f, streams))
 	root.AddCommand(diff.NewCmdDiff(f, streams))
 	root.AddCommand(agent.NewCmdAgent(f, streams))
+	root.AddCommand(rollout.NewCmdRollout(f, streams))
 }

@@ -1,0 +1,88 @@
+package rollout
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+)
+
+// progress shows a rollout as it moves. On a terminal it redraws the wave
+// table in place; elsewhere it prints one line per event, which scripts can
+// parse:
+//
+//	rollout/NAME node/NODE PHASE wave=N [error=...]
+//	rollout/NAME STATE [reason=...]
+type progress struct {
+	out   io.Writer
+	tty   bool
+	lines int
+	phase map[string]rollout.Phase
+	state rollout.State
+}
+
+func newProgress(out io.Writer) *progress {
+	return &progress{out: out, tty: isTerminal(out), phase: map[string]rollout.Phase{}}
+}
+
+func (p *progress) update(r *rollout.Rollout) {
+	if p.tty {
+		var buf bytes.Buffer
+		_ = rollout.PrintTable(&buf, r)
+		if p.lines > 0 {
+			fmt.Fprintf(p.out, "\x1b[%dA\x1b[J", p.lines)
+		}
+		p.lines = strings.Count(buf.String(), "\n")
+		_, _ = p.out.Write(buf.Bytes())
+		return
+	}
+	wave := map[string]int{}
+	for _, w := range rollout.Waves(&r.Spec) {
+		for _, n := range w.Nodes {
+			wave[n] = w.Index
+		}
+	}
+	for _, n := range r.Spec.Nodes {
+		ns := r.NodeStatus(n)
+		old, seen := p.phase[n]
+		if seen && old == ns.Phase || !seen && ns.Phase == rollout.Waiting {
+			p.phase[n] = ns.Phase
+			continue
+		}
+		p.phase[n] = ns.Phase
+		line := fmt.Sprintf("rollout/%s node/%s %s wave=%d", r.Name, n, ns.Phase, wave[n])
+		if ns.Error != "" {
+			line += " error=" + oneLine(ns.Error)
+		}
+		fmt.Fprintln(p.out, line)
+	}
+	p.printState(r)
+}
+
+// finish shows the final state once, whatever was shown before.
+func (p *progress) finish(r *rollout.Rollout) {
+	if p.tty {
+		p.update(r)
+		return
+	}
+	p.printState(r)
+}
+
+func (p *progress) printState(r *rollout.Rollout) {
+	if r.Status.State == p.state {
+		return
+	}
+	p.state = r.Status.State
+	line := fmt.Sprintf("rollout/%s %s", r.Name, r.Status.State)
+	if r.Status.Reason != "" {
+		line += " reason=" + oneLine(r.Status.Reason)
+	}
+	fmt.Fprintln(p.out, line)
+}
+
+// oneLine keeps an error on its line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,114 @@
+// Package rollout implements `kubectl dkc rollout`: start, status, pause,
+// resume, abort, history and undo. The work happens in pkg/rollout; these
+// commands only parse flags, print, and map errors to exit codes.
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// NewCmdRollout returns the rollout command and its subcommands.
+func NewCmdRollout(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Roll a kubelet config out over many nodes: canary, waves, budget, halt, undo",
+		Long: `Roll a kubelet config out over many nodes, a few at a time.
+
+A rollout assigns the config to a canary first, then to waves of nodes, and
+never has more than --max-unavailable nodes restarting, in their health gate,
+or otherwise NotReady or cordoned at once. It halts on the first node that
+reports an error for the config (refused, rolled back, download failure):
+no further node is started.
+
+The rollout's state lives in the cluster, in the ConfigMap
+dkc-rollout-NAME in the config namespace (-n, default kube-system), labelled
+` + rollout.Label + `. The client that started it drives it; if that client
+dies, kubectl dkc rollout resume NAME carries on from where it stopped.
+See docs/rollout.md.`,
+		Example: `  # Roll a config out over every node, one at a time after a canary
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait
+
+  # Follow it from another terminal
+  kubectl dkc rollout status -w
+
+  # Take every node back to its config from before the rollout
+  kubectl dkc rollout undo`,
+	}
+	cmd.AddCommand(NewCmdStart(f, streams))
+	cmd.AddCommand(NewCmdStatus(f, streams))
+	cmd.AddCommand(NewCmdSetState(f, streams, pauseVerb))
+	cmd.AddCommand(NewCmdResume(f, streams))
+	cmd.AddCommand(NewCmdSetState(f, streams, abortVerb))
+	cmd.AddCommand(NewCmdHistory(f, streams))
+	cmd.AddCommand(NewCmdUndo(f, streams))
+	return cmd
+}
+
+// resolve returns the rollout named name, or the newest one when name is
+// empty.
+func resolve(ctx context.Context, store *rollout.Store, name string) (*rollout.Rollout, error) {
+	if name == "" {
+		return store.Latest(ctx)
+	}
+	return store.Get(ctx, name)
+}
+
+// drive runs the engine on rollout name until it ends or timeout passes (0:
+// no timeout), showing progress on out, and maps the result to the exit
+// codes of assign --wait: 0 done, 2 halted on a node error, 3 timeout.
+func drive(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration, out io.Writer, readOnly bool) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	p := newProgress(out)
+	r, err := rollout.Run(ctx, client, namespace, name, rollout.Options{
+		ReadOnly: readOnly,
+		OnChange: func(r *rollout.Rollout, _ map[string]rollout.Observed) { p.update(r) },
+	})
+	if r != nil {
+		p.finish(r)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rollout.ErrHalted):
+		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("%w: see kubectl dkc rollout status %s; undo it with kubectl dkc rollout undo %s", err, name, name)}
+	case errors.Is(err, context.DeadlineExceeded) && timeout > 0:
+		what := "rollout %q is still running, and nothing drives it now: continue it with kubectl dkc rollout resume %s"
+		if readOnly {
+			what = "rollout %q did not finish: see kubectl dkc rollout status %s"
+		}
+		return &util.ExitError{Code: dkcstatus.ExitTimeout, Err: fmt.Errorf("%w after %s: "+what, dkcstatus.ErrTimeout, timeout, name, name)}
+	}
+	return err
+}
+
+// isTerminal reports whether w is a terminal, where progress is redrawn in
+// place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

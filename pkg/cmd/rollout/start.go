@@ -1,0 +1,425 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// Defaults of rollout start.
+const (
+	DefaultMaxUnavailable = "1"
+	DefaultCanary         = 1
+	DefaultTimeout        = 30 * time.Minute
+	DefaultDrainTimeout   = 5 * time.Minute
+)
+
+// StartOptions holds the flags of `kubectl dkc rollout start`.
+type StartOptions struct {
+	Nodes          util.NodeSelection
+	Config         string
+	Namespace      string
+	Key            string
+	ToLocal        bool
+	Name           string
+	MaxUnavailable string
+	Canary         int
+	Soak           time.Duration
+	OrderByLabel   string
+	Drain          bool
+	DrainTimeout   time.Duration
+	DrainForce     bool
+	DrainEmptyDir  bool
+	DryRun         string
+	Wait           bool
+	Timeout        time.Duration
+	// Driver is set in the background process that start without --wait
+	// leaves behind: drive the named rollout, created already.
+	Driver string
+
+	PrintFlags *genericclioptions.PrintFlags
+	Printer    printers.ResourcePrinter
+	Client     kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewStartOptions returns StartOptions with the defaults.
+func NewStartOptions(streams genericiooptions.IOStreams) *StartOptions {
+	return &StartOptions{
+		Namespace:      source.DefaultNamespace,
+		Key:            source.DefaultKey,
+		MaxUnavailable: DefaultMaxUnavailable,
+		Canary:         DefaultCanary,
+		DrainTimeout:   DefaultDrainTimeout,
+		DryRun:         util.DryRunNone,
+		Timeout:        DefaultTimeout,
+		PrintFlags:     util.NewPrintFlags(),
+		IOStreams:      streams,
+	}
+}
+
+// NewCmdStart returns the rollout start command.
+func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewStartOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "start (NODE... | -l SELECTOR | --all) (--config NAME | --to-local)",
+		Short: "Roll a kubelet config out over nodes: a canary, then waves under a budget",
+		Long: `Roll a kubelet config out over nodes: a canary, then waves under a budget.
+
+The first --canary nodes (default 1) go alone; the rest waits until they run
+the config and are Ready. Then waves of --max-unavailable nodes follow, each
+starting once the one before is done and, with --soak, has stayed healthy
+that long. Never more than --max-unavailable nodes (a count, or a percentage
+of the selected nodes) restart, sit in their health gate, or are otherwise
+NotReady or cordoned at once; nodes that already are count against it.
+Nodes go in name order, or by the value of --order-by-label, then name.
+
+The rollout halts on the first node that reports an error for the config
+(refused, rolled back, download failure): no further node is started, and
+kubectl dkc rollout status names the node and its error. A node that already
+runs the config is skipped. --to-local sends the nodes back to their local
+config instead, under the same budget.
+
+A config that changes cpuManagerPolicy, memoryManagerPolicy or
+topologyManagerPolicy on a node needs the node drained first: it is refused
+unless --drain is given. --drain cordons the node and evicts its pods
+through the eviction API (PodDisruptionBudgets hold; DaemonSet pods stay)
+before the assignment, and uncordons it once it passed its health gate.
+No other change drains.
+
+With --wait, start drives the rollout here and shows its progress (redrawn
+in place on a terminal, one line per event otherwise). Without it, a
+background process drives it and start returns at once. Either way, if the
+driving process dies, kubectl dkc rollout resume continues the rollout; no
+node is started twice.
+
+Exit codes with --wait:
+  0  every node runs the config
+  1  the rollout could not start, or was paused or aborted
+  2  the rollout halted on a node's error
+  3  --timeout passed first (the rollout stays Running: resume it)`,
+		Example: `  # Roll a pushed config out over every node: one canary, then one node at a time
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait
+
+  # Two nodes at a time, zone by zone, and each wave healthy for 2 minutes first
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb -l pool=workers \
+    --max-unavailable 2 --order-by-label topology.kubernetes.io/zone --soak 2m --wait
+
+  # 10% of the fleet at a time, after three canaries
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --max-unavailable 10% --canary 3
+
+  # Print the planned waves without changing anything
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --dry-run=client
+
+  # A config that changes cpuManagerPolicy: drain each node first
+  kubectl dkc rollout start --config static-cpu-7h2m9k4g5b --all --drain --drain-timeout 10m --wait
+
+  # Send every node back to its local config, one at a time
+  kubectl dkc rollout start --to-local --all --wait`,
+		ValidArgsFunction: util.CompleteNodeNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Nodes.AddFlags(cmd)
+	o.PrintFlags.AddFlags(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config.")
+	fl.StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
+	fl.BoolVar(&o.ToLocal, "to-local", o.ToLocal, "Send the nodes back to their local config instead of --config.")
+	fl.StringVar(&o.Name, "name", o.Name, "Name of the rollout; default: the config's name and a random suffix.")
+	fl.StringVar(&o.MaxUnavailable, "max-unavailable", o.MaxUnavailable, "Most nodes restarting, in their health gate, NotReady or cordoned at once: a count or a percentage (10%).")
+	fl.IntVar(&o.Canary, "canary", o.Canary, "How many nodes go first, alone; the rest waits until they run the config and are Ready.")
+	fl.DurationVar(&o.Soak, "soak", o.Soak, "How long a finished wave must stay healthy before the next one starts.")
+	fl.StringVar(&o.OrderByLabel, "order-by-label", o.OrderByLabel, "Take nodes in the order of this label's value (nodes without it last), then by name.")
+	fl.BoolVar(&o.Drain, "drain", o.Drain, "Cordon and drain the nodes where the config changes a resource manager policy, and uncordon them after their health gate.")
+	fl.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long to wait for one node's pods to be evicted; 0 means forever.")
+	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
+	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
+	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
+	fl.BoolVar(&o.Wait, "wait", o.Wait, "Drive the rollout here and wait until it is done, halted or the timeout passed.")
+	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	fl.StringVar(&o.Driver, "driver", "", "Drive the named rollout (used by start's background process).")
+	_ = fl.MarkHidden("driver")
+	_ = cmd.RegisterFlagCompletionFunc("config", util.CompleteConfigNames(f))
+	return cmd
+}
+
+// Complete fills in the nodes, the namespace, the client and the printer.
+func (o *StartOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	o.Nodes.Names = args
+	ns, err := util.ConfigNamespace(f, cmd)
+	if err != nil {
+		return err
+	}
+	o.Namespace = ns
+	if o.Printer, err = util.ToPrinter(o.PrintFlags, o.DryRun, "started"); err != nil {
+		return err
+	}
+	o.Client, err = util.Client(f)
+	return err
+}
+
+// Validate checks the flags.
+func (o *StartOptions) Validate() error {
+	if err := o.Nodes.Validate(false); err != nil {
+		return err
+	}
+	switch {
+	case o.Config == "" && !o.ToLocal:
+		return errors.New("--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it), or use --to-local")
+	case o.Config != "" && o.ToLocal:
+		return errors.New("--config and --to-local exclude each other: roll out a config, or go back to local")
+	}
+	if o.Config != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.Config); len(msgs) > 0 {
+			return fmt.Errorf("invalid --config %q: %s", o.Config, strings.Join(msgs, ", "))
+		}
+	}
+	if msgs := validation.IsConfigMapKey(o.Key); len(msgs) > 0 {
+		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(msgs, ", "))
+	}
+	if o.Name != "" {
+		if msgs := validation.IsDNS1123Subdomain(rollout.ConfigMapName(o.Name)); len(msgs) > 0 {
+			return fmt.Errorf("invalid --name %q: %s", o.Name, strings.Join(msgs, ", "))
+		}
+	}
+	if _, err := rollout.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+		return err
+	}
+	if o.Canary < 0 {
+		return fmt.Errorf("invalid --canary %d: must not be negative (0 means no canary)", o.Canary)
+	}
+	if o.Soak < 0 || o.Timeout < 0 || o.DrainTimeout < 0 {
+		return errors.New("--soak, --timeout and --drain-timeout must not be negative")
+	}
+	if err := util.ValidateDryRun(o.DryRun); err != nil {
+		return err
+	}
+	if o.Wait && o.DryRun != util.DryRunNone {
+		return errors.New("--wait cannot be used with --dry-run: nothing would change to wait for")
+	}
+	if !o.Drain && (o.DrainForce || o.DrainEmptyDir) {
+		return errors.New("--drain-force and --drain-delete-emptydir-data need --drain")
+	}
+	return nil
+}
+
+// target is the config the flags roll out; nil for --to-local.
+func (o *StartOptions) target() *corev1.NodeConfigSource {
+	if o.ToLocal {
+		return nil
+	}
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace: o.Namespace, Name: o.Config, KubeletConfigKey: o.Key,
+	}}
+}
+
+// Run plans and creates the rollout, then drives it (--wait) or leaves a
+// background process to drive it.
+func (o *StartOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.Driver != "" {
+		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.Out, false)
+	}
+	target := o.target()
+	var cm *corev1.ConfigMap
+	if target != nil {
+		var err error
+		if cm, err = o.configMap(ctx); err != nil {
+			return err
+		}
+	}
+	nodes, err := o.Nodes.Resolve(ctx, o.Client)
+	if err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return errors.New("no nodes to roll out to")
+	}
+	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	if err := checkOverlap(ctx, store, nodes); err != nil {
+		return err
+	}
+	drain, err := o.planDrain(ctx, nodes, target, cm)
+	if err != nil {
+		return err
+	}
+	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
+	spec := rollout.Spec{
+		Config:         target,
+		Nodes:          rollout.Order(nodes, o.OrderByLabel),
+		Selector:       o.Nodes.Selector,
+		MaxUnavailable: maxUnavailable,
+		Canary:         o.Canary,
+		Soak:           metav1.Duration{Duration: o.Soak},
+		OrderByLabel:   o.OrderByLabel,
+		Drain:          drain,
+		DrainOptions: rollout.DrainSpec{
+			Timeout: metav1.Duration{Duration: o.DrainTimeout}, Force: o.DrainForce, DeleteEmptyDirData: o.DrainEmptyDir,
+		},
+	}
+	r := rollout.New(o.Namespace, o.name(), spec)
+	switch o.DryRun {
+	case util.DryRunClient:
+		return o.printPlan(r)
+	case util.DryRunServer:
+		created, err := store.Create(ctx, r, true)
+		if err != nil {
+			return err
+		}
+		return o.printPlan(created)
+	}
+	created, err := store.Create(ctx, r, false)
+	if err != nil {
+		return err
+	}
+	if err := o.Printer.PrintObj(created, o.Out); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return o.detach(created.Name)
+	}
+	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.Out, false)
+}
+
+// configMap gets the ConfigMap to roll out and checks its key.
+func (o *StartOptions) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
+	ref := o.Namespace + "/" + o.Config
+	cm, err := o.Client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, o.Config, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("configmap %q not found: push it with kubectl dkc push, or name its namespace with -n", ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get configmap %q: %w", ref, err)
+	}
+	if _, err := source.Payload(cm, o.Key); err != nil {
+		return nil, fmt.Errorf("%w; choose one with --key", err)
+	}
+	return cm, nil
+}
+
+// name is --name, or the config's name (or to-local) with a random suffix.
+func (o *StartOptions) name() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	base := o.Config
+	if o.ToLocal {
+		base = "to-local"
+	}
+	if len(base) > 40 {
+		base = strings.TrimRight(base[:40], "-.")
+	}
+	return base + "-" + utilrand.String(5)
+}
+
+// planDrain lists the nodes to drain, or refuses a config that needs a
+// drain without --drain, or one the agents would refuse.
+func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, target *corev1.NodeConfigSource, cm *corev1.ConfigMap) ([]string, error) {
+	planner := &rollout.DrainPlanner{Client: o.Client, Warn: func(format string, args ...any) {
+		fmt.Fprintf(o.ErrOut, "Warning: "+format+"\n", args...)
+	}}
+	needs, err := planner.Plan(ctx, nodes, target)
+	if err != nil {
+		return nil, err
+	}
+	if len(needs) == 0 {
+		return nil, nil
+	}
+	first := needs[0]
+	what := "config " + rollout.DescribeTarget(target)
+	if !o.Drain {
+		return nil, fmt.Errorf("%s changes %s on node/%s (and %d more nodes): the kubelet must not run pods through that change: add --drain to cordon and drain each such node first",
+			what, rollout.FormatChanges(first.Changes), first.Node, len(needs)-1)
+	}
+	if cm != nil {
+		if refused := kubeletconfig.Refused(first.Changes, cm.Annotations[source.AllowUnsafeAnnotation]); len(refused) > 0 {
+			return nil, fmt.Errorf("%s changes %s, which the agents refuse unless the ConfigMap opts in: annotate it with %s=%s",
+				what, rollout.FormatChanges(refused), source.AllowUnsafeAnnotation, rollout.DrainClass)
+		}
+	}
+	names := make([]string, len(needs))
+	for i, n := range needs {
+		names[i] = n.Node
+	}
+	return names, nil
+}
+
+// printPlan prints the waves of a rollout that was not created, or the
+// object with -o.
+func (o *StartOptions) printPlan(r *rollout.Rollout) error {
+	if *o.PrintFlags.OutputFormat != "" {
+		return o.Printer.PrintObj(r, o.Out)
+	}
+	suffix := " (dry run)"
+	if o.DryRun == util.DryRunServer {
+		suffix = " (server dry run)"
+	}
+	fmt.Fprintf(o.Out, "rollout/%s%s: %s\n", r.Name, suffix, rollout.Headline(r))
+	tw := printers.GetNewTabWriter(o.Out)
+	fmt.Fprintln(tw, "WAVE\tNODES\tDRAIN")
+	for _, w := range rollout.Waves(&r.Spec) {
+		wave := fmt.Sprint(w.Index)
+		if w.Canary {
+			wave += " (canary)"
+		}
+		var drained []string
+		for _, n := range w.Nodes {
+			if slices.Contains(r.Spec.Drain, n) {
+				drained = append(drained, n)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", wave, strings.Join(w.Nodes, ","), strings.Join(drained, ","))
+	}
+	return tw.Flush()
+}
+
+// checkOverlap refuses to start a rollout over nodes that a Running or
+// Paused rollout still covers: the two would fight over them.
+func checkOverlap(ctx context.Context, store *rollout.Store, nodes []corev1.Node) error {
+	all, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		if r.Status.State.Terminal() {
+			continue
+		}
+		for _, n := range nodes {
+			if slices.Contains(r.Spec.Nodes, n.Name) {
+				return fmt.Errorf("rollout %q is %s over node/%s: finish it (kubectl dkc rollout resume %s) or abort it (kubectl dkc rollout abort %s) first",
+					r.Name, r.Status.State, n.Name, r.Name, r.Name)
+			}
+		}
+	}
+	return nil
+}

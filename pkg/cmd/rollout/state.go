@@ -1,0 +1,195 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// verb is a state change a subcommand makes.
+type verb struct {
+	use, short, long, example string
+	// operation is what the printer says: "paused".
+	operation string
+	to        rollout.State
+	from      []rollout.State
+}
+
+var (
+	pauseVerb = verb{
+		use:   "pause [NAME]",
+		short: "Pause a rollout: no further node is started until resume",
+		long: `Pause a rollout: no further node is started until kubectl dkc rollout
+resume. Nodes already started finish their apply. Without NAME, the newest
+rollout is paused. A client driving the rollout stops.`,
+		example: `  # Pause the newest rollout
+  kubectl dkc rollout pause`,
+		operation: "paused", to: rollout.Paused, from: []rollout.State{rollout.Running},
+	}
+	abortVerb = verb{
+		use:   "abort [NAME]",
+		short: "Abort a rollout: nodes keep what they run now",
+		long: `Abort a rollout for good: no further node is started, and it cannot be
+resumed. Nodes keep what they run now; nodes in progress finish their
+apply. Nodes the rollout cordoned to drain them stay cordoned: uncordon them
+with kubectl uncordon, once they run their config. To take the nodes back
+to what they ran before, use kubectl dkc rollout undo instead (it aborts the
+rollout first).`,
+		example: `  # Abort the newest rollout
+  kubectl dkc rollout abort`,
+		operation: "aborted", to: rollout.Aborted, from: []rollout.State{rollout.Running, rollout.Paused, rollout.Halted},
+	}
+)
+
+// StateOptions holds the flags of pause and abort.
+type StateOptions struct {
+	Name      string
+	Namespace string
+	verb      verb
+
+	PrintFlags *genericclioptions.PrintFlags
+	Printer    printers.ResourcePrinter
+	Client     kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewCmdSetState returns the pause or abort command.
+func NewCmdSetState(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams, v verb) *cobra.Command {
+	o := &StateOptions{Namespace: source.DefaultNamespace, verb: v, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:     v.use,
+		Short:   v.short,
+		Long:    v.long,
+		Example: v.example,
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.PrintFlags.AddFlags(cmd)
+	return cmd
+}
+
+// Complete fills in the name, namespace, client and printer.
+func (o *StateOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		o.Name = args[0]
+	}
+	ns, err := util.ConfigNamespace(f, cmd)
+	if err != nil {
+		return err
+	}
+	o.Namespace = ns
+	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, o.verb.operation); err != nil {
+		return err
+	}
+	o.Client, err = util.Client(f)
+	return err
+}
+
+// Run changes the rollout's state.
+func (o *StateOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	r, err := resolve(ctx, store, o.Name)
+	if err != nil {
+		return err
+	}
+	got, err := store.SetState(ctx, r.Name, o.verb.to, "", o.verb.from...)
+	if err != nil {
+		return err
+	}
+	return o.Printer.PrintObj(got, o.Out)
+}
+
+// ResumeOptions holds the flags of `kubectl dkc rollout resume`.
+type ResumeOptions struct {
+	Name      string
+	Namespace string
+	Timeout   time.Duration
+
+	Client kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewCmdResume returns the rollout resume command.
+func NewCmdResume(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &ResumeOptions{Namespace: source.DefaultNamespace, Timeout: DefaultTimeout, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "resume [NAME]",
+		Short: "Resume a paused rollout, or carry on one whose client died, and drive it to the end",
+		Long: `Resume a paused rollout, or carry on a running one whose client died, and
+drive it here until it is done, halted or --timeout passes. Without NAME,
+the newest rollout.
+
+Resume starts from the state kept in the cluster: nodes that run the config
+are done, nodes assigned it but not running it yet hold their slot of the
+budget, and no node is started twice. A halted rollout cannot be resumed:
+undo it, or start a new one with a fixed config.
+
+Exit codes are those of rollout start --wait: 0 done, 1 failure, 2 halted
+on a node's error, 3 timeout.`,
+		Example: `  # Resume the newest rollout and follow it
+  kubectl dkc rollout resume
+
+  # The terminal that drove a rollout was closed: carry it on
+  kubectl dkc rollout resume my-node-config-5fd8t4bhgb-x7k2q --timeout 1h`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Name = args[0]
+			}
+			ns, err := util.ConfigNamespace(f, cmd)
+			if err != nil {
+				return err
+			}
+			o.Namespace = ns
+			if o.Timeout < 0 {
+				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+			}
+			if o.Client, err = util.Client(f); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to drive the rollout; 0 means forever.")
+	return cmd
+}
+
+// Run sets a paused rollout running and drives it.
+func (o *ResumeOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	r, err := resolve(ctx, store, o.Name)
+	if err != nil {
+		return err
+	}
+	if r.Status.State == rollout.Done {
+		fmt.Fprintf(o.Out, "rollout/%s Done\n", r.Name)
+		return nil
+	}
+	if _, err := store.SetState(ctx, r.Name, rollout.Running, "", rollout.Paused); err != nil {
+		return err
+	}
+	return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.Out, false)
+}

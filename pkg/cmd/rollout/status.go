@@ -1,0 +1,159 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// StatusOptions holds the flags of `kubectl dkc rollout status`.
+type StatusOptions struct {
+	Name      string
+	Namespace string
+	Watch     bool
+	Timeout   time.Duration
+
+	PrintFlags *genericclioptions.PrintFlags
+	Printer    printers.ResourcePrinter
+	Client     kubernetes.Interface
+	genericiooptions.IOStreams
+}
+
+// NewStatusOptions returns StatusOptions with the defaults.
+func NewStatusOptions(streams genericiooptions.IOStreams) *StatusOptions {
+	pf := genericclioptions.NewPrintFlags("")
+	pf.NamePrintFlags = nil
+	pf.TemplatePrinterFlags = nil
+	return &StatusOptions{Namespace: source.DefaultNamespace, PrintFlags: pf, IOStreams: streams}
+}
+
+// NewCmdStatus returns the rollout status command.
+func NewCmdStatus(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewStatusOptions(streams)
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Show a rollout's waves: done, in progress, waiting, failed",
+		Long: `Show a rollout's waves: how many nodes of each are done, in progress,
+waiting or failed. Without NAME, the newest rollout is shown.
+
+Each node's phase is read live from its carrier status, so the table is
+right even when no client drives the rollout. -o json|yaml print the
+rollout object (kind Rollout), whose shape docs/rollout.md documents.
+
+-w/--watch redraws the table in place on a terminal and prints one line per
+event otherwise, until the rollout is done, halted or aborted (exit codes 0,
+2 and 1), or --timeout passes (exit code 3).`,
+		Example: `  # The newest rollout
+  kubectl dkc rollout status
+
+  # Follow one until it ends
+  kubectl dkc rollout status my-node-config-5fd8t4bhgb-x7k2q -w
+
+  # The halt reason, for a script
+  kubectl dkc rollout status -o jsonpath='{.status.reason}'`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.PrintFlags.AddFlags(cmd)
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "Follow the rollout until it is done, halted or aborted.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long -w follows; 0 means forever.")
+	return cmd
+}
+
+// Complete fills in the name, namespace, client and printer.
+func (o *StatusOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		o.Name = args[0]
+	}
+	ns, err := util.ConfigNamespace(f, cmd)
+	if err != nil {
+		return err
+	}
+	o.Namespace = ns
+	if *o.PrintFlags.OutputFormat != "" {
+		if o.Printer, err = o.PrintFlags.ToPrinter(); err != nil {
+			return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
+		}
+	}
+	o.Client, err = util.Client(f)
+	return err
+}
+
+// Validate checks the flags.
+func (o *StatusOptions) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	if o.Timeout > 0 && !o.Watch {
+		return errors.New("--timeout needs -w/--watch")
+	}
+	if o.Watch && o.Printer != nil {
+		return errors.New("-w/--watch prints the table or event lines: it cannot be used with -o")
+	}
+	return nil
+}
+
+// Run prints the rollout with its nodes' live phases, or follows it.
+func (o *StatusOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	r, err := resolve(ctx, store, o.Name)
+	if err != nil {
+		return err
+	}
+	if o.Watch {
+		return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.Out, true)
+	}
+	live, err := Live(ctx, o.Client, r)
+	if err != nil {
+		return err
+	}
+	if o.Printer != nil {
+		return o.Printer.PrintObj(live, o.Out)
+	}
+	return rollout.PrintTable(o.Out, live)
+}
+
+// Live returns r with its nodes' phases read from the nodes now.
+func Live(ctx context.Context, client kubernetes.Interface, r *rollout.Rollout) (*rollout.Rollout, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: r.Spec.Selector})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	byName := make(map[string]int, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = i
+	}
+	live, _, _, err := rollout.Live(r, func(name string) (*corev1.Node, error) {
+		if i, ok := byName[name]; ok {
+			return &list.Items[i], nil
+		}
+		return nil, nil
+	}, metav1.Now())
+	return live, err
+}

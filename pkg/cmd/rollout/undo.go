@@ -1,0 +1,184 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// UndoOptions holds the flags of `kubectl dkc rollout undo`.
+type UndoOptions struct {
+	Name           string
+	Namespace      string
+	MaxUnavailable string
+	Canary         int
+	Wait           bool
+	Timeout        time.Duration
+
+	PrintFlags *genericclioptions.PrintFlags
+	Printer    printers.ResourcePrinter
+	Client     kubernetes.Interface
+	genericiooptions.IOStreams
+
+	start *StartOptions
+}
+
+// NewCmdUndo returns the rollout undo command.
+func NewCmdUndo(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &UndoOptions{Namespace: source.DefaultNamespace, Canary: -1, Timeout: DefaultTimeout, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "undo [NAME]",
+		Short: "Take every node a rollout started back to the config it ran before, under the same budget",
+		Long: `Take every node a rollout started back to the assignment it had before
+(another config, or its local config), as a new rollout under the same
+budget, canary and drain rules. Nodes the rollout skipped or never started
+are left alone. Without NAME, the newest rollout that is not itself an
+undo is undone. A running or paused rollout is aborted first.
+
+--wait, --timeout and the exit codes are those of rollout start.`,
+		Example: `  # Undo the newest rollout and follow it
+  kubectl dkc rollout undo --wait
+
+  # Undo a halted rollout two nodes at a time, with no canary
+  kubectl dkc rollout undo my-node-config-5fd8t4bhgb-x7k2q --max-unavailable 2 --canary 0 --wait`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Name = args[0]
+			}
+			ns, err := util.ConfigNamespace(f, cmd)
+			if err != nil {
+				return err
+			}
+			o.Namespace = ns
+			if o.MaxUnavailable != "" {
+				if _, err := rollout.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+					return err
+				}
+			}
+			if o.Timeout < 0 {
+				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+			}
+			if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, "started"); err != nil {
+				return err
+			}
+			if o.Client, err = util.Client(f); err != nil {
+				return err
+			}
+			o.start = &StartOptions{Client: o.Client, Namespace: ns, IOStreams: streams, Wait: o.Wait}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.PrintFlags.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "As for rollout start; default: the undone rollout's.")
+	cmd.Flags().IntVar(&o.Canary, "canary", o.Canary, "As for rollout start; default: the undone rollout's.")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Drive the undo here and wait until it is done, halted or the timeout passed.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	return cmd
+}
+
+// Run creates the undo rollout and drives it.
+func (o *UndoOptions) Run(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	orig, err := o.original(ctx, store)
+	if err != nil {
+		return err
+	}
+	if !orig.Status.State.Terminal() {
+		if orig, err = store.SetState(ctx, orig.Name, rollout.Aborted, "undone", rollout.Running, rollout.Paused); err != nil {
+			return err
+		}
+	}
+	spec, err := UndoSpec(orig)
+	if err != nil {
+		return err
+	}
+	if o.MaxUnavailable != "" {
+		spec.MaxUnavailable, _ = rollout.ParseMaxUnavailable(o.MaxUnavailable)
+	}
+	if o.Canary >= 0 {
+		spec.Canary = o.Canary
+	}
+	name := orig.Name
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	created, err := store.Create(ctx, rollout.New(o.Namespace, "undo-"+name+"-"+utilrand.String(5), spec), false)
+	if err != nil {
+		return err
+	}
+	if err := o.Printer.PrintObj(created, o.Out); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return o.start.detach(created.Name)
+	}
+	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.Out, false)
+}
+
+// original is the rollout to undo: NAME, or the newest that is not an undo.
+func (o *UndoOptions) original(ctx context.Context, store *rollout.Store) (*rollout.Rollout, error) {
+	if o.Name != "" {
+		return store.Get(ctx, o.Name)
+	}
+	all, err := store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range all {
+		if r.Spec.UndoOf == "" {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no rollout to undo in namespace %q", rollout.ErrNotFound, o.Namespace)
+}
+
+// UndoSpec is the spec of the rollout that undoes orig: every node orig
+// started goes back to its Previous assignment, in orig's order, with its
+// budget, canary, soak and drain.
+func UndoSpec(orig *rollout.Rollout) (rollout.Spec, error) {
+	spec := rollout.Spec{
+		Targets:        map[string]*corev1.NodeConfigSource{},
+		Selector:       orig.Spec.Selector,
+		MaxUnavailable: orig.Spec.MaxUnavailable,
+		Canary:         orig.Spec.Canary,
+		Soak:           orig.Spec.Soak,
+		OrderByLabel:   orig.Spec.OrderByLabel,
+		DrainOptions:   orig.Spec.DrainOptions,
+		Drain:          orig.Spec.Drain,
+		UndoOf:         orig.Name,
+	}
+	if spec.MaxUnavailable == (intstr.IntOrString{}) {
+		spec.MaxUnavailable = intstr.FromInt32(1)
+	}
+	for _, n := range orig.Spec.Nodes {
+		ns := orig.NodeStatus(n)
+		if ns.Phase == rollout.Waiting || ns.Phase == rollout.Skipped || ns.Started == nil {
+			continue
+		}
+		spec.Nodes = append(spec.Nodes, n)
+		spec.Targets[n] = ns.Previous
+	}
+	if len(spec.Nodes) == 0 {
+		return spec, errors.New("nothing to undo: the rollout started no node")
+	}
+	return spec, nil
+}
