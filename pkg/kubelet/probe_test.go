@@ -364,47 +364,47 @@ func TestProbeApiserverAway(t *testing.T) {
 	}
 }
 
-// TestProbeApiserverBack proves a short outage ends with the full check: the
-// gate passes as soon as the apiserver answers Ready, before its deadline.
-func TestProbeApiserverBack(t *testing.T) {
-	n := healthyNode()
-	n.apiCode = http.StatusServiceUnavailable
-	n.onHealthz = func(n *fakeNode) {
-		if n.healthzHits == 3 {
-			n.apiCode = 0
-		}
-	}
-	s := startFakeNode(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	began := time.Now()
-	if err := s.prober(t).Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(began); took > 2*time.Second {
-		t.Errorf("Probe took %s, want it to pass once the apiserver answers", took)
-	}
-}
-
-// TestProbeRetries proves Probe keeps trying until the kubelet is healthy.
+// TestProbeRetries proves Probe keeps trying until the kubelet is healthy,
+// and that a short apiserver outage ends with the full check: the gate
+// passes as soon as the apiserver answers, well before its deadline.
 func TestProbeRetries(t *testing.T) {
-	n := healthyNode()
-	n.healthzCode = http.StatusServiceUnavailable
-	n.onHealthz = func(n *fakeNode) {
-		if n.healthzHits == 3 {
-			n.healthzCode = http.StatusOK
-		}
+	tests := map[string]struct {
+		fail, heal func(n *fakeNode)
+	}{
+		"healthz fails twice": {
+			fail: func(n *fakeNode) { n.healthzCode = http.StatusServiceUnavailable },
+			heal: func(n *fakeNode) { n.healthzCode = http.StatusOK },
+		},
+		"apiserver away twice": {
+			fail: func(n *fakeNode) { n.apiCode = http.StatusServiceUnavailable },
+			heal: func(n *fakeNode) { n.apiCode = 0 },
+		},
 	}
-	s := startFakeNode(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.prober(t).Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
-		t.Fatal(err)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.healthzHits != 3 {
-		t.Errorf("healthz asked %d times, want 3", n.healthzHits)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := healthyNode()
+			tc.fail(n)
+			n.onHealthz = func(n *fakeNode) {
+				if n.healthzHits == 3 {
+					tc.heal(n)
+				}
+			}
+			s := startFakeNode(t, n)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			began := time.Now()
+			if err := s.prober(t).Probe(ctx, Expectation{Config: []byte(`{"maxPods":42}`), Since: since}); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(began); took > 2*time.Second {
+				t.Errorf("Probe took %s, want it to pass at the third attempt", took)
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.healthzHits != 3 {
+				t.Errorf("healthz asked %d times, want 3", n.healthzHits)
+			}
+		})
 	}
 }
 
