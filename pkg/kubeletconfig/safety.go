@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
 )
 
 // SafetyClass names a group of fields that are unsafe to change on a live
@@ -151,6 +152,29 @@ func WeakSecurity(cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
 	}
 	if cfg.ReadOnlyPort != 0 {
 		warnings = append(warnings, fmt.Sprintf("readOnlyPort is %d: the kubelet serves an unauthenticated read-only port", cfg.ReadOnlyPort))
+	}
+	return warnings
+}
+
+// UnprotectedKernelDefaults is the warning for a document that sets
+// protectKernelDefaults to false in so many words.
+const UnprotectedKernelDefaults = "protectKernelDefaults is false: the kubelet changes kernel settings it disagrees with instead of failing"
+
+// WeakSecurityDoc returns WeakSecurity(cfg) for the document data that cfg
+// was decoded from, plus UnprotectedKernelDefaults when data sets
+// protectKernelDefaults to false explicitly. An unset field is false too
+// (the kubelet's default) but is not reported: most configs leave it out,
+// and a snapshot spells out every field, so only an explicit false in a
+// document someone wrote or edited says something. data that is not a JSON
+// or YAML object adds nothing.
+func WeakSecurityDoc(data []byte, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
+	warnings := WeakSecurity(cfg)
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return warnings
+	}
+	if v, ok := doc["protectKernelDefaults"].(bool); ok && !v {
+		warnings = append(warnings, UnprotectedKernelDefaults)
 	}
 	return warnings
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 type config = kubeletconfigv1beta1.KubeletConfiguration
@@ -225,6 +226,31 @@ func TestWeakSecurity(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, WeakSecurity(tc.cfg)); diff != "" {
 				t.Errorf("WeakSecurity() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWeakSecurityDoc(t *testing.T) {
+	tests := map[string]struct {
+		doc  string
+		want []string
+	}{
+		"protectKernelDefaults unset":    {doc: "kind: KubeletConfiguration\n"},
+		"protectKernelDefaults true":     {doc: "protectKernelDefaults: true\n"},
+		"protectKernelDefaults false":    {doc: "protectKernelDefaults: false\n", want: []string{UnprotectedKernelDefaults}},
+		"protectKernelDefaults as JSON":  {doc: `{"protectKernelDefaults":false}`, want: []string{UnprotectedKernelDefaults}},
+		"not an object adds nothing":     {doc: "- a\n"},
+		"not even YAML adds nothing":     {doc: "{"},
+		"string false is not a boolean":  {doc: `protectKernelDefaults: "false"`},
+		"weak cfg and an explicit false": {doc: "readOnlyPort: 10255\nprotectKernelDefaults: false\n", want: []string{"readOnlyPort is 10255: the kubelet serves an unauthenticated read-only port", UnprotectedKernelDefaults}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := &config{}
+			_ = yaml.Unmarshal([]byte(tc.doc), cfg)
+			if diff := cmp.Diff(tc.want, WeakSecurityDoc([]byte(tc.doc), cfg)); diff != "" {
+				t.Errorf("WeakSecurityDoc() (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -40,6 +40,8 @@ type Options struct {
 	Wait      bool
 	Timeout   time.Duration
 
+	PrintFlags *genericclioptions.PrintFlags
+
 	Client kubernetes.Interface
 	genericiooptions.IOStreams
 }
@@ -47,12 +49,13 @@ type Options struct {
 // NewAssignOptions returns Options with the defaults.
 func NewAssignOptions(streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		Namespace: source.DefaultNamespace,
-		Key:       source.DefaultKey,
-		Carrier:   string(source.Auto),
-		DryRun:    util.DryRunNone,
-		Timeout:   DefaultTimeout,
-		IOStreams: streams,
+		Namespace:  source.DefaultNamespace,
+		Key:        source.DefaultKey,
+		Carrier:    string(source.Auto),
+		DryRun:     util.DryRunNone,
+		Timeout:    DefaultTimeout,
+		PrintFlags: util.NewPrintFlags(),
+		IOStreams:  streams,
 	}
 }
 
@@ -72,6 +75,17 @@ watch it with kubectl dkc status, or add --wait.
 The assignment is carried in spec.configSource where the apiserver keeps it
 (before 1.26), else in the annotation ` + source.AssignedAnnotation + `.
 --carrier=auto detects this per node with a server-side dry-run.
+--dry-run=client sends nothing that could write, not even that dry-run: it
+assumes the annotation carrier (native for a node that already holds
+spec.configSource) and says so on stderr.
+
+Every selected kubelet restarts at once; assign warns when that is more than
+one. kubectl dkc rollout start restarts them a few at a time instead. assign
+also warns for a node on which no dkc agent has ever reported: nothing would
+apply the assignment there (see docs/install.md).
+
+Each node is printed as "node/NAME assigned NAMESPACE/CONFIG (CARRIER)";
+-o name prints node/NAME, -o json|yaml the Node as patched.
 
 With --wait, exit codes are:
   0  every node runs the assigned config
@@ -85,7 +99,10 @@ With --wait, exit codes are:
   kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb
 
   # Show what would change without changing anything
-  kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server`,
+  kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server
+
+  # Print only node/NAME of each node assigned, for scripts
+  kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb -o name`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
@@ -102,9 +119,10 @@ With --wait, exit codes are:
 	cmd.Flags().StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config (required).")
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
 	cmd.Flags().StringVar(&o.Carrier, "carrier", o.Carrier, "Where to store the assignment: auto (detect per node), native (spec.configSource) or annotation.")
-	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned; with server, send the patches as server-side dry-runs.`)
+	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned, sending nothing (the carrier is assumed, see --carrier); with server, send the patches as server-side dry-runs.`)
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs the assigned config, or reports an error for it.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	o.PrintFlags.AddFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("config", util.CompleteConfigNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("carrier", cobra.FixedCompletions([]string{"auto", "native", "annotation"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -148,6 +166,9 @@ func (o *Options) Validate() error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
 	}
+	if _, err := o.PrintFlags.ToPrinter(); err != nil {
+		return fmt.Errorf("invalid --output: %w", err)
+	}
 	return nil
 }
 
@@ -174,10 +195,21 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	src := o.Source()
+	o.warnRestarts(nodes, src)
+	now := time.Now()
 	var errs []error
 	var names []string
+	notes := sets.New[string]()
 	for i := range nodes {
-		if err := o.assign(ctx, &nodes[i], src); err != nil {
+		if dkcstatus.Agent(&nodes[i], now) == dkcstatus.AgentNone {
+			fmt.Fprintf(o.ErrOut, "Warning: node/%s: no dkc agent has ever reported on this node, so nothing will apply the assignment; install the agent (%s)\n", nodes[i].Name, dkcstatus.InstallHint)
+		}
+		note, err := o.assign(ctx, &nodes[i], src)
+		if note != "" && !notes.Has(note) {
+			notes.Insert(note)
+			fmt.Fprintf(o.ErrOut, "Warning: %s\n", note)
+		}
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -192,6 +224,20 @@ func (o *Options) Run(ctx context.Context) error {
 	return o.wait(ctx, names)
 }
 
+// warnRestarts warns when more than one node changes its assignment: their
+// kubelets restart at once.
+func (o *Options) warnRestarts(nodes []corev1.Node, src *corev1.NodeConfigSource) {
+	changing := 0
+	for i := range nodes {
+		if cur, _, err := source.Assigned(&nodes[i]); err != nil || !source.Equal(cur, src) {
+			changing++
+		}
+	}
+	if changing > 1 {
+		fmt.Fprintf(o.ErrOut, "Warning: %d nodes get the new config at once, and their kubelets all restart at the same time; to restart a few at a time, use kubectl dkc rollout start --config %s\n", changing, o.Config)
+	}
+}
+
 // checkConfigMap makes sure the ConfigMap exists and has the key, and warns
 // when dkc did not push it.
 func (o *Options) checkConfigMap(ctx context.Context) error {
@@ -203,7 +249,11 @@ func (o *Options) checkConfigMap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get configmap %q: %w", ref, err)
 	}
-	if err := CheckKey(cm, o.Key); err != nil {
+	if _, err := source.Payload(cm, o.Key); err != nil {
+		var missing *source.KeyNotFoundError
+		if errors.As(err, &missing) && len(missing.Keys) > 0 {
+			return fmt.Errorf("%w; choose one with --key", err)
+		}
 		return err
 	}
 	if _, ok := cm.Labels[source.ConfigLabel]; !ok {
@@ -212,88 +262,84 @@ func (o *Options) checkConfigMap(ctx context.Context) error {
 	return nil
 }
 
-// CheckKey checks that cm holds key as text, and names the keys it has when
-// it does not.
-func CheckKey(cm *corev1.ConfigMap, key string) error {
-	ref := cm.Namespace + "/" + cm.Name
-	if _, ok := cm.Data[key]; ok {
-		return nil
-	}
-	if _, ok := cm.BinaryData[key]; ok {
-		return fmt.Errorf("configmap %q: key %q is binaryData: a kubelet config must be text in data", ref, key)
-	}
-	var keys []string
-	for k := range cm.Data {
-		keys = append(keys, k)
-	}
-	for k := range cm.BinaryData {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	if len(keys) == 0 {
-		return fmt.Errorf("configmap %q has no key %q: it has no keys at all", ref, key)
-	}
-	return fmt.Errorf("configmap %q has no key %q: it has %s; choose one with --key", ref, key, strings.Join(keys, ", "))
-}
-
-// assign assigns src to node through the carrier the flags ask for.
-func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.NodeConfigSource) error {
-	carrier, err := o.carrier(ctx, node.Name)
+// assign assigns src to node through the carrier the flags ask for, and
+// prints the result. note, when not empty, says what a client dry run
+// assumed instead of asking the apiserver.
+func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.NodeConfigSource) (note string, err error) {
+	carrier, note, err := o.carrier(ctx, node)
 	if err != nil {
-		return err
-	}
-	suffix := ""
-	switch o.DryRun {
-	case util.DryRunClient:
-		suffix = " (dry run)"
-	case util.DryRunServer:
-		suffix = " (server dry run)"
-	}
-	report := func() {
-		fmt.Fprintf(o.Out, "node/%s assigned %s/%s (%s)%s\n", node.Name, src.ConfigMap.Namespace, src.ConfigMap.Name, carrier, suffix)
-	}
-	if o.DryRun == util.DryRunClient {
-		report()
-		return nil
+		return note, err
 	}
 	patch, err := source.AssignPatch(carrier, src)
 	if err != nil {
-		return fmt.Errorf("assign node %q: %w", node.Name, err)
+		return note, fmt.Errorf("assign node %q: %w", node.Name, err)
 	}
-	opts := metav1.PatchOptions{FieldManager: source.FieldManager}
-	if o.DryRun == util.DryRunServer {
-		opts.DryRun = []string{metav1.DryRunAll}
+	var got *corev1.Node
+	if o.DryRun == util.DryRunClient {
+		// Nothing is sent: the patch is applied to the node as read.
+		if got, err = util.PatchedNode(node, patch); err != nil {
+			return note, fmt.Errorf("assign node %q: %w", node.Name, err)
+		}
+	} else {
+		opts := metav1.PatchOptions{FieldManager: source.FieldManager}
+		if o.DryRun == util.DryRunServer {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		if got, err = o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts); err != nil {
+			return note, fmt.Errorf("assign node %q: %w", node.Name, err)
+		}
+		if carrier == source.Native && !source.Equal(got.Spec.ConfigSource, src) {
+			return note, droppedError(node.Name)
+		}
 	}
-	got, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts)
+	p, err := util.ToPrinter(o.PrintFlags, o.DryRun, fmt.Sprintf("assigned %s/%s (%s)", src.ConfigMap.Namespace, src.ConfigMap.Name, carrier))
 	if err != nil {
-		return fmt.Errorf("assign node %q: %w", node.Name, err)
+		return note, err
 	}
-	if carrier == source.Native && !source.Equal(got.Spec.ConfigSource, src) {
-		return droppedError(node.Name)
-	}
-	report()
-	return nil
+	return note, p.PrintObj(got, o.Out)
 }
+
+// ClientDryRunNote says which carrier a client dry run assumed for a node
+// without spec.configSource.
+const ClientDryRunNote = "assuming the annotation carrier: a client dry run sends nothing to the apiserver, not even the server-side dry-run that detects the carrier; pass --carrier to choose, or use --dry-run=server"
+
+// NativeClientDryRunNote says that a client dry run did not check
+// --carrier=native.
+const NativeClientDryRunNote = "--carrier=native is not checked: a client dry run sends nothing to the apiserver, which may drop spec.configSource (apiservers 1.26 and later do); use --dry-run=server to check"
 
 // carrier resolves --carrier for node. An explicit native is checked with a
 // dry-run first, so that a server that drops spec.configSource fails before
-// anything is written (a native patch also clears the annotation).
-func (o *Options) carrier(ctx context.Context, node string) (source.Carrier, error) {
-	c, err := source.ParseCarrier(o.Carrier)
+// anything is written (a native patch also clears the annotation). A client
+// dry run sends nothing, not even that dry-run: it takes native for a node
+// that already holds spec.configSource (every apiserver keeps the field on
+// a Node that has it), else annotation, and says so in note.
+func (o *Options) carrier(ctx context.Context, node *corev1.Node) (c source.Carrier, note string, err error) {
+	c, err = source.ParseCarrier(o.Carrier)
 	if err != nil {
-		return "", err
+		return "", "", err
+	}
+	if o.DryRun == util.DryRunClient {
+		switch {
+		case c == source.Native:
+			return c, NativeClientDryRunNote, nil
+		case c == source.Auto && node.Spec.ConfigSource != nil:
+			return source.Native, "", nil
+		case c == source.Auto:
+			return source.Annotation, ClientDryRunNote, nil
+		}
+		return c, "", nil
 	}
 	if c == source.Annotation {
-		return c, nil
+		return c, "", nil
 	}
-	detected, err := source.Detect(ctx, o.Client, node)
+	detected, err := source.Detect(ctx, o.Client, node.Name)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if c == source.Native && detected != source.Native {
-		return "", droppedError(node)
+		return "", "", droppedError(node.Name)
 	}
-	return detected, nil
+	return detected, "", nil
 }
 
 // droppedError says that the apiserver drops the native field.

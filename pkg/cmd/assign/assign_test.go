@@ -1,6 +1,7 @@
 package assign
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,20 +9,25 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // options is a valid Options literal, as after Complete.
 func options(edit func(o *Options)) *Options {
 	o := &Options{
-		Nodes:     util.NodeSelection{Names: []string{"n1"}},
-		Config:    "cm-5fd8t4bhgb",
-		Namespace: "kube-system",
-		Key:       "kubelet",
-		Carrier:   "auto",
-		DryRun:    util.DryRunNone,
-		Timeout:   DefaultTimeout,
+		Nodes:      util.NodeSelection{Names: []string{"n1"}},
+		Config:     "cm-5fd8t4bhgb",
+		Namespace:  "kube-system",
+		Key:        "kubelet",
+		Carrier:    "auto",
+		DryRun:     util.DryRunNone,
+		Timeout:    DefaultTimeout,
+		PrintFlags: util.NewPrintFlags(),
 	}
 	if edit != nil {
 		edit(o)
@@ -102,48 +108,183 @@ func TestSource(t *testing.T) {
 	}
 }
 
-func TestCheckKey(t *testing.T) {
-	cm := func(data map[string]string, binary map[string][]byte) *corev1.ConfigMap {
-		return &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cm"},
-			Data:       data,
-			BinaryData: binary,
+func TestRun(t *testing.T) {
+	const (
+		assignedCM = `{"configMap":{"namespace":"kube-system","name":"cm-5fd8t4bhgb","kubeletConfigKey":"kubelet"}}`
+		reported   = `{"assigned":{"configMap":{"namespace":"kube-system","name":"old","kubeletConfigKey":"kubelet"}}}`
+	)
+	configMap := func(edit func(cm *corev1.ConfigMap)) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cm-5fd8t4bhgb", Labels: map[string]string{source.ConfigLabel: "true"}},
+			Data:       map[string]string{"kubelet": "{}"},
 		}
+		if edit != nil {
+			edit(cm)
+		}
+		return cm
+	}
+	// node has an agent (it reported a status) unless annotations say else.
+	node := func(name string, annotations map[string]string, spec *corev1.NodeConfigSource) *corev1.Node {
+		if annotations == nil {
+			annotations = map[string]string{source.StatusAnnotation: reported}
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: corev1.NodeSpec{ConfigSource: spec}}
 	}
 	tests := map[string]struct {
-		cm   *corev1.ConfigMap
-		key  string
-		want string
+		opts        *Options
+		cm          *corev1.ConfigMap
+		nodes       []*corev1.Node
+		wantOut     string
+		wantErrOut  string
+		wantErr     string
+		wantPatches int
+		wantAssign  map[string]string // node -> annotation after Run
 	}{
-		"present": {cm: cm(map[string]string{"kubelet": "{}"}, nil), key: "kubelet"},
-		"missing, lists keys": {
-			cm:   cm(map[string]string{"z": "", "a": ""}, map[string][]byte{"m": nil}),
-			key:  "kubelet",
-			want: `configmap "kube-system/cm" has no key "kubelet": it has a, m, z; choose one with --key`,
+		"annotation": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantPatches: 1,
+			wantAssign:  map[string]string{"n1": assignedCM},
 		},
-		"empty": {
-			cm:   cm(nil, nil),
-			key:  "kubelet",
-			want: `configmap "kube-system/cm" has no key "kubelet": it has no keys at all`,
+		"-o name": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation"; *o.PrintFlags.OutputFormat = "name" }),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			wantOut:     "node/n1\n",
+			wantPatches: 1,
+			wantAssign:  map[string]string{"n1": assignedCM},
 		},
-		"binary": {
-			cm:   cm(nil, map[string][]byte{"kubelet": []byte("{}")}),
-			key:  "kubelet",
-			want: `configmap "kube-system/cm": key "kubelet" is binaryData: a kubelet config must be text in data`,
+		"client dry run sends nothing and names the carrier it assumed": {
+			opts:       options(func(o *Options) { o.DryRun = util.DryRunClient }),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			wantOut:    "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation) (dry run)\n",
+			wantErrOut: "Warning: " + ClientDryRunNote + "\n",
+			wantAssign: map[string]string{"n1": ""},
+		},
+		"client dry run takes native where the node holds spec.configSource": {
+			opts:    options(func(o *Options) { o.DryRun = util.DryRunClient }),
+			nodes:   []*corev1.Node{node("n1", nil, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "old", KubeletConfigKey: "kubelet"}})},
+			wantOut: "node/n1 assigned kube-system/cm-5fd8t4bhgb (native) (dry run)\n",
+		},
+		"client dry run, -o jsonpath shows the patched node": {
+			opts: options(func(o *Options) {
+				o.DryRun = util.DryRunClient
+				o.Carrier = "annotation"
+				*o.PrintFlags.OutputFormat = `jsonpath={.kind} {.metadata.annotations.kubectl-dkc\.io/config-source}`
+			}),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			wantOut:    "Node " + assignedCM,
+			wantAssign: map[string]string{"n1": ""},
+		},
+		"client dry run, native not checked": {
+			opts:       options(func(o *Options) { o.DryRun = util.DryRunClient; o.Carrier = "native" }),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			wantOut:    "node/n1 assigned kube-system/cm-5fd8t4bhgb (native) (dry run)\n",
+			wantErrOut: "Warning: " + NativeClientDryRunNote + "\n",
+		},
+		"several nodes restart at once": {
+			opts: options(func(o *Options) { o.Nodes = util.NodeSelection{All: true}; o.Carrier = "annotation" }),
+			nodes: []*corev1.Node{
+				node("n1", nil, nil), node("n2", nil, nil),
+				node("n3", map[string]string{source.AssignedAnnotation: assignedCM, source.StatusAnnotation: reported}, nil),
+			},
+			wantOut: "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n" +
+				"node/n2 assigned kube-system/cm-5fd8t4bhgb (annotation)\n" +
+				"node/n3 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantErrOut:  "Warning: 2 nodes get the new config at once, and their kubelets all restart at the same time; to restart a few at a time, use kubectl dkc rollout start --config cm-5fd8t4bhgb\n",
+			wantPatches: 3,
+		},
+		"no agent": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
+			nodes:       []*corev1.Node{node("n1", map[string]string{}, nil)},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantErrOut:  "Warning: node/n1: no dkc agent has ever reported on this node, so nothing will apply the assignment; install the agent (see docs/install.md)\n",
+			wantPatches: 1,
+		},
+		"config in binaryData": {
+			opts: options(func(o *Options) { o.Carrier = "annotation" }),
+			cm: configMap(func(cm *corev1.ConfigMap) {
+				cm.Data = nil
+				cm.BinaryData = map[string][]byte{"kubelet": []byte("{}")}
+			}),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantPatches: 1,
+		},
+		"missing key": {
+			opts:    options(nil),
+			cm:      configMap(func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"z": "", "a": ""} }),
+			nodes:   []*corev1.Node{node("n1", nil, nil)},
+			wantErr: `configmap "kube-system/cm-5fd8t4bhgb" has no key "kubelet": it has a, z; choose one with --key`,
+		},
+		"no keys": {
+			opts:    options(nil),
+			cm:      configMap(func(cm *corev1.ConfigMap) { cm.Data = nil }),
+			nodes:   []*corev1.Node{node("n1", nil, nil)},
+			wantErr: `configmap "kube-system/cm-5fd8t4bhgb" has no key "kubelet": it has no keys at all`,
+		},
+		"not pushed by dkc": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
+			cm:          configMap(func(cm *corev1.ConfigMap) { cm.Labels = nil }),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantErrOut:  `Warning: configmap "kube-system/cm-5fd8t4bhgb" has no label kubectl-dkc.io/kubelet-config: it was not pushed by kubectl dkc push` + "\n",
+			wantPatches: 1,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := CheckKey(tc.cm, tc.key)
-			got := ""
-			if err != nil {
-				got = err.Error()
+			cm := tc.cm
+			if cm == nil {
+				cm = configMap(nil)
 			}
-			if got != tc.want {
-				t.Errorf("CheckKey() error:\n got: %s\nwant: %s", got, tc.want)
+			objs := []runtime.Object{cm}
+			for _, n := range tc.nodes {
+				objs = append(objs, n)
+			}
+			client := fake.NewClientset(objs...)
+			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+			o := tc.opts
+			o.Client, o.IOStreams = client, streams
+			err := o.Run(context.Background())
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Fatalf("Run() error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantOut, out.String()); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantErrOut, errOut.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+			var verbs []string
+			patches := 0
+			for _, a := range client.Actions() {
+				verbs = append(verbs, a.GetVerb())
+				if a.GetVerb() == "patch" {
+					patches++
+				}
+			}
+			if patches != tc.wantPatches {
+				t.Errorf("sent %d patches, want %d (actions: %v)", patches, tc.wantPatches, verbs)
+			}
+			for name, want := range tc.wantAssign {
+				n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, n.Annotations[source.AssignedAnnotation]); diff != "" {
+					t.Errorf("node %s assignment (-want +got):\n%s", name, diff)
+				}
 			}
 		})
 	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func TestDroppedError(t *testing.T) {

@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -317,7 +315,7 @@ func (o *Options) read(ctx context.Context, s Source) ([]byte, error) {
 		if ns == "" {
 			ns = o.Namespace
 		}
-		return readConfigMap(ctx, o.client, ns, s.Name, o.Key, "--key")
+		return readConfigMap(ctx, o.client, ns, s.Name, o.Key, "choose one with --key")
 	case Assigned:
 		node, err := o.client.CoreV1().Nodes().Get(ctx, s.Name, metav1.GetOptions{})
 		if err != nil {
@@ -334,35 +332,23 @@ func (o *Options) read(ctx context.Context, s Source) ([]byte, error) {
 			return nil, fmt.Errorf("read assigned/%s: %w", s.Name, source.ErrAllNilSubfields)
 		}
 		ref := src.ConfigMap
-		return readConfigMap(ctx, o.client, ref.Namespace, ref.Name, ref.KubeletConfigKey, "the assignment's kubeletConfigKey")
+		return readConfigMap(ctx, o.client, ref.Namespace, ref.Name, ref.KubeletConfigKey, "the key is the assignment's kubeletConfigKey")
 	}
 	return nil, fmt.Errorf("unknown input kind %q", s.Kind)
 }
 
-// readConfigMap returns key of ConfigMap namespace/name; keyFrom says where
-// key came from, for the message when it is missing.
+// readConfigMap returns the config under key in ConfigMap namespace/name, as
+// source.Payload reads it; keyFrom says how to choose another key, for the
+// message when it is missing.
 func readConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name, key, keyFrom string) ([]byte, error) {
 	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read configmap %q in namespace %q: %w", name, namespace, err)
 	}
-	return configMapKey(cm, key, keyFrom)
-}
-
-func configMapKey(cm *corev1.ConfigMap, key, keyFrom string) ([]byte, error) {
-	if v, ok := cm.Data[key]; ok {
-		return []byte(v), nil
+	data, err := source.Payload(cm, key)
+	var missing *source.KeyNotFoundError
+	if errors.As(err, &missing) && len(missing.Keys) > 0 {
+		return nil, fmt.Errorf("%w; %s", err, keyFrom)
 	}
-	if v, ok := cm.BinaryData[key]; ok {
-		return v, nil
-	}
-	keys := make([]string, 0, len(cm.Data)+len(cm.BinaryData))
-	for k := range cm.Data {
-		keys = append(keys, k)
-	}
-	for k := range cm.BinaryData {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return nil, fmt.Errorf("configmap %q in namespace %q has no key %q (from %s); its keys: [%s]", cm.Name, cm.Namespace, key, keyFrom, strings.Join(keys, ", "))
+	return data, err
 }

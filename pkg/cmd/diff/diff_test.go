@@ -169,7 +169,7 @@ func TestRun(t *testing.T) {
 		},
 		"configmap without the --key": {
 			a: "configmap/c110", b: "configmap/other/c42", key: "cfg",
-			wantErr: `configmap "c110" in namespace "kube-system" has no key "cfg" (from --key); its keys: [kubelet]`,
+			wantErr: `configmap "kube-system/c110" has no key "cfg": it has kubelet; choose one with --key`,
 		},
 		"assigned": {
 			a: "configmap/c110", b: "assigned/n42",

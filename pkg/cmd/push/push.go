@@ -22,7 +22,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
@@ -61,7 +60,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		Key:        source.DefaultKey,
 		AppendHash: true,
 		DryRun:     util.DryRunNone,
-		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
+		PrintFlags: util.NewPrintFlags(),
 		IOStreams:  streams,
 	}
 }
@@ -84,7 +83,13 @@ in the namespace given by -n (default kube-system), labelled
 NAME-HASH, the same name that
 "kubectl create configmap NAME --from-file=kubelet=FILE --append-hash" gives,
 so that each content has its own name and an assigned config never changes
-under a node. Pushing the same content again reports "unchanged".`,
+under a node. Pushing the same content again reports "unchanged".
+
+push warns on stderr about weak security settings: anonymous authentication
+on, authorization mode AlwaysAllow, a read-only port, or protectKernelDefaults
+set to false. The dkc agent refuses to apply such a setting to a node whose
+kubelet does not have it already, unless the ConfigMap is annotated
+` + source.AllowUnsafeAnnotation + `=security; the warning prints the command.`,
 		Example: `  # Push an edited snapshot; prints configmap/my-node-config-<hash> created
   kubectl dkc push kubelet.json --name my-node-config
 
@@ -171,7 +176,7 @@ func (o *Options) Validate() error {
 
 // Run reads, checks and pushes the config.
 func (o *Options) Run(ctx context.Context) error {
-	data, err := o.read()
+	data, weak, err := o.read()
 	if err != nil {
 		return err
 	}
@@ -179,6 +184,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.warnWeak(cm, weak)
 	if o.DryRun == util.DryRunClient {
 		return o.print(cm, "created")
 	}
@@ -201,35 +207,48 @@ func (o *Options) displayName() string {
 }
 
 // read reads the input and checks that it is a valid KubeletConfiguration,
-// printing warnings for unknown fields when they are allowed.
-func (o *Options) read() ([]byte, error) {
-	var data []byte
-	var err error
+// printing warnings for unknown fields when they are allowed. weak lists
+// its weak security settings.
+func (o *Options) read() (data []byte, weak []string, err error) {
 	if o.Filename == "-" {
 		data, err = io.ReadAll(o.In)
 	} else {
 		data, err = os.ReadFile(o.Filename)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("read %s: %w", o.displayName(), err)
 	}
 	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
+		return nil, nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
 	}
 	cfg, warnings, err := kubeletconfig.Decode(data, kubeletconfig.DecodeOptions{AllowUnknownFields: o.AllowUnknownFields})
 	if err != nil {
 		if !o.AllowUnknownFields && strings.Contains(err.Error(), "unknown field ") {
-			return nil, fmt.Errorf("%s: %w (fix the field, or use --allow-unknown-fields to push it anyway)", o.displayName(), err)
+			return nil, nil, fmt.Errorf("%s: %w (fix the field, or use --allow-unknown-fields to push it anyway)", o.displayName(), err)
 		}
-		return nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(o.ErrOut, "Warning: %s: %s\n", o.displayName(), w)
 	}
 	if err := kubeletconfig.Validate(cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
-	return data, nil
+	return data, kubeletconfig.WeakSecurityDoc(data, cfg), nil
+}
+
+// warnWeak warns about each weak security setting of cm's config, and names
+// the opt-in that the agent needs before it applies them to a node whose
+// kubelet does not have them already (see kubeletconfig.Security).
+func (o *Options) warnWeak(cm *corev1.ConfigMap, weak []string) {
+	if len(weak) == 0 {
+		return
+	}
+	for _, w := range weak {
+		fmt.Fprintf(o.ErrOut, "Warning: %s: weak security setting: %s\n", o.displayName(), w)
+	}
+	fmt.Fprintf(o.ErrOut, "Warning: the dkc agent refuses to weaken a kubelet's security unless the ConfigMap opts in: kubectl annotate configmap -n %s %s %s=%s\n",
+		cm.Namespace, cm.Name, source.AllowUnsafeAnnotation, kubeletconfig.Security)
 }
 
 // configMap builds the ConfigMap for data, named as --append-hash says.
@@ -306,14 +325,7 @@ func (o *Options) conflict(name string, err error) error {
 // print prints obj with operation op ("created" or "unchanged"), marked as
 // a dry run as kubectl marks it.
 func (o *Options) print(obj *corev1.ConfigMap, op string) error {
-	switch o.DryRun {
-	case util.DryRunClient:
-		op += " (dry run)"
-	case util.DryRunServer:
-		op += " (server dry run)"
-	}
-	o.PrintFlags.NamePrintFlags.Operation = op
-	p, err := o.PrintFlags.ToPrinter()
+	p, err := util.ToPrinter(o.PrintFlags, o.DryRun, op)
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -31,7 +29,7 @@ func validOptions() Options {
 		Key:        "kubelet",
 		AppendHash: true,
 		DryRun:     util.DryRunNone,
-		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
+		PrintFlags: util.NewPrintFlags(),
 	}
 }
 
@@ -237,6 +235,15 @@ func TestRun(t *testing.T) {
 			change:     func(o *Options) { o.AllowUnknownFields = true },
 			wantOut:    "configmap/my-node-config-g8m6kcb5ht created\n",
 			wantErrOut: "Warning: stdin: unknown field \"maxPod\"\n",
+		},
+		"weak security settings": {
+			input:   validConfig + "authorization:\n  mode: AlwaysAllow\nreadOnlyPort: 10255\nprotectKernelDefaults: false\n",
+			change:  func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "name" },
+			wantOut: "configmap/my-node-config-ghbk4588h8\n",
+			wantErrOut: "Warning: stdin: weak security setting: authorization.mode is AlwaysAllow: every authenticated request is authorized\n" +
+				"Warning: stdin: weak security setting: readOnlyPort is 10255: the kubelet serves an unauthenticated read-only port\n" +
+				"Warning: stdin: weak security setting: protectKernelDefaults is false: the kubelet changes kernel settings it disagrees with instead of failing\n" +
+				"Warning: the dkc agent refuses to weaken a kubelet's security unless the ConfigMap opts in: kubectl annotate configmap -n kube-system my-node-config-ghbk4588h8 kubectl-dkc.io/allow-unsafe=security\n",
 		},
 		"invalid value": {
 			input:   "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: -1\n",

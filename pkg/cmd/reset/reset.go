@@ -32,13 +32,15 @@ type Options struct {
 	Wait    bool
 	Timeout time.Duration
 
+	PrintFlags *genericclioptions.PrintFlags
+
 	Client kubernetes.Interface
 	genericiooptions.IOStreams
 }
 
 // NewResetOptions returns Options with the defaults.
 func NewResetOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{DryRun: util.DryRunNone, Timeout: DefaultTimeout, IOStreams: streams}
+	return &Options{DryRun: util.DryRunNone, Timeout: DefaultTimeout, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
 }
 
 // NewCmdReset returns the reset command.
@@ -53,6 +55,13 @@ This is what removing spec.configSource did. reset removes the assignment from
 whichever carrier holds it (spec.configSource and the annotation
 ` + source.AssignedAnnotation + `); the dkc agent on each node then restarts the
 kubelet on the node's own config file.
+
+Every selected kubelet with an assignment restarts at once; reset warns when
+that is more than one. kubectl dkc rollout start --to-local restarts them a
+few at a time instead.
+
+Each node is printed as "node/NAME reset to its local config" (or "already
+on its local config"); -o name prints node/NAME, -o json|yaml the Node.
 
 --wait waits until every node reports its local config active: its status has
 no active config (or it reports no status at all) and no error. A node that
@@ -84,6 +93,7 @@ With --wait, exit codes are:
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be reset; with server, send the patches as server-side dry-runs.`)
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs its local config.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }
 
@@ -109,6 +119,9 @@ func (o *Options) Validate() error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
 	}
+	if _, err := o.PrintFlags.ToPrinter(); err != nil {
+		return fmt.Errorf("invalid --output: %w", err)
+	}
 	return nil
 }
 
@@ -121,6 +134,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.warnRestarts(nodes)
 	var errs []error
 	var names []string
 	for i := range nodes {
@@ -143,34 +157,56 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
-// reset removes node's assignment. A node without one is left alone; one
-// whose assignment cannot be read is reset all the same.
+// warnRestarts warns when more than one node has an assignment to remove:
+// their kubelets restart at once.
+func (o *Options) warnRestarts(nodes []corev1.Node) {
+	changing := 0
+	for i := range nodes {
+		if src, _, err := source.Assigned(&nodes[i]); err != nil || src != nil {
+			changing++
+		}
+	}
+	if changing > 1 {
+		fmt.Fprintf(o.ErrOut, "Warning: %d nodes go back to their local config at once, and their kubelets all restart at the same time; to restart a few at a time, use kubectl dkc rollout start --to-local\n", changing)
+	}
+}
+
+// reset removes node's assignment and prints the result. A node without
+// one is left alone; one whose assignment cannot be read is reset all the
+// same.
 func (o *Options) reset(ctx context.Context, node *corev1.Node) error {
 	src, _, err := source.Assigned(node)
 	if err == nil && src == nil {
-		fmt.Fprintf(o.Out, "node/%s already on its local config\n", node.Name)
-		return nil
-	}
-	suffix := ""
-	switch o.DryRun {
-	case util.DryRunClient:
-		fmt.Fprintf(o.Out, "node/%s reset to its local config (dry run)\n", node.Name)
-		return nil
-	case util.DryRunServer:
-		suffix = " (server dry run)"
+		return o.print(node, "already on its local config", util.DryRunNone)
 	}
 	// A nil source clears both carriers, whichever is named.
 	patch, err := source.AssignPatch(source.Annotation, nil)
 	if err != nil {
 		return fmt.Errorf("reset node %q: %w", node.Name, err)
 	}
+	if o.DryRun == util.DryRunClient {
+		got, err := util.PatchedNode(node, patch)
+		if err != nil {
+			return fmt.Errorf("reset node %q: %w", node.Name, err)
+		}
+		return o.print(got, "reset to its local config", o.DryRun)
+	}
 	opts := metav1.PatchOptions{FieldManager: source.FieldManager}
 	if o.DryRun == util.DryRunServer {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	if _, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts); err != nil {
+	got, err := o.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, opts)
+	if err != nil {
 		return fmt.Errorf("reset node %q: %w", node.Name, err)
 	}
-	fmt.Fprintf(o.Out, "node/%s reset to its local config%s\n", node.Name, suffix)
-	return nil
+	return o.print(got, "reset to its local config", o.DryRun)
+}
+
+// print prints node with operation, marked as dryRun says.
+func (o *Options) print(node *corev1.Node, operation, dryRun string) error {
+	p, err := util.ToPrinter(o.PrintFlags, dryRun, operation)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(node, o.Out)
 }

@@ -67,6 +67,16 @@ This is what .status.config showed. The columns are:
   ASSIGNED         the config the node's agent took up
   ACTIVE           the config the kubelet runs; <local> is the node's own
   LAST-KNOWN-GOOD  the config the node falls back to
+  AGENT            whether a dkc agent looks after the node:
+                     none   no agent has ever reported on it (no status, no
+                            KubeletConfigOK condition): nothing applies an
+                            assignment there; see docs/install.md
+                     ready  an agent has reported and took up the assignment
+                     stale  an agent reported before, but the assignment has
+                            waited more than 2m for it: it is gone or stuck
+                   An agent writes only when something changes, so an idle
+                   agent that never had an assignment shows none, and one
+                   that stopped after taking up the assignment shows ready.
   ERROR            why the node does not run its assignment
 -o wide adds REQUESTED, the assignment as the operator made it, which the
 status lags behind until the node's agent picks it up. -o json|yaml print a
@@ -197,7 +207,26 @@ func (o *Options) Run(ctx context.Context) error {
 	case o.Watch:
 		return o.watch(ctx, items)
 	}
-	return o.print(items)
+	if err := o.print(items); err != nil {
+		return err
+	}
+	if o.Output == outputTable || o.Output == outputWide {
+		o.warnAgents(items)
+	}
+	return nil
+}
+
+// warnAgents warns on stderr about nodes with an assignment that no agent
+// takes up: AGENT none or stale.
+func (o *Options) warnAgents(items []dkcstatus.NodeConfig) {
+	for _, item := range dkcstatus.NewList(items).Items {
+		if item.ConfigSource == nil {
+			continue
+		}
+		if cause := dkcstatus.AgentCause(item.Agent); cause != "" {
+			fmt.Fprintf(o.ErrOut, "Warning: node/%s has an assignment, but %s\n", item.Name, cause)
+		}
+	}
 }
 
 // print writes items in the -o format.

@@ -2,14 +2,17 @@ package status
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -65,8 +68,8 @@ func TestValidate(t *testing.T) {
 func TestPrintChanges(t *testing.T) {
 	src := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "cm", KubeletConfigKey: "kubelet"}}
 	items := []dkcstatus.NodeConfig{
-		{ObjectMeta: nodeMeta("n2"), Carrier: source.Annotation, ConfigSource: src, Status: &corev1.NodeConfigStatus{Assigned: src, Active: src}},
-		{ObjectMeta: nodeMeta("n1")},
+		{ObjectMeta: nodeMeta("n2"), Carrier: source.Annotation, ConfigSource: src, Status: &corev1.NodeConfigStatus{Assigned: src, Active: src}, Agent: dkcstatus.AgentReady},
+		{ObjectMeta: nodeMeta("n1"), Agent: dkcstatus.AgentNone},
 	}
 	tests := map[string]struct {
 		output string
@@ -74,8 +77,8 @@ func TestPrintChanges(t *testing.T) {
 	}{
 		"table rows only": {
 			output: "",
-			want: "n1     <none>       <none>           <none>           <none>            <none>\n" +
-				"n2     annotation   kube-system/cm   kube-system/cm   <local>           <none>\n",
+			want: "n1     <none>       <none>           <none>           <none>            none    <none>\n" +
+				"n2     annotation   kube-system/cm   kube-system/cm   <local>           ready   <none>\n",
 		},
 		"names": {output: "name", want: "node/n1\nnode/n2\n"},
 	}
@@ -94,3 +97,47 @@ func TestPrintChanges(t *testing.T) {
 }
 
 func nodeMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+func TestRunWarnsAboutAgents(t *testing.T) {
+	const assigned = `{"configMap":{"namespace":"kube-system","name":"cm","kubeletConfigKey":"kubelet"}}`
+	nodes := []runtime.Object{
+		// An assignment and no agent.
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{source.AssignedAnnotation: assigned}}},
+		// No assignment and no agent: nothing to warn about.
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
+		// An agent that took the assignment up.
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{
+			source.AssignedAnnotation: assigned,
+			source.StatusAnnotation:   `{"assigned":` + assigned + `}`,
+		}}},
+	}
+	tests := map[string]struct {
+		output     string
+		wantOut    string
+		wantErrOut string
+	}{
+		"table": {
+			wantOut: "NODE   CARRIER      ASSIGNED         ACTIVE    LAST-KNOWN-GOOD   AGENT   ERROR\n" +
+				"n1     annotation   <none>           <none>    <none>            none    <none>\n" +
+				"n2     <none>       <none>           <none>    <none>            none    <none>\n" +
+				"n3     annotation   kube-system/cm   <local>   <local>           ready   <none>\n",
+			wantErrOut: "Warning: node/n1 has an assignment, but no dkc agent has ever reported on it; see docs/install.md\n",
+		},
+		"names: no warning for scripts": {output: "name", wantOut: "node/n1\nnode/n2\nnode/n3\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+			o := &Options{Output: tc.output, Client: fake.NewClientset(nodes...), IOStreams: streams}
+			if err := o.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantOut, out.String()); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantErrOut, errOut.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
