@@ -63,6 +63,13 @@ type Agent struct {
 	// TrialDuration is how long an applied config must run before it
 	// becomes last-known-good.
 	TrialDuration time.Duration
+	// OnDrift is DriftReport (default) or DriftReassert: what to do when
+	// the kubelet's config holds bytes the agent never wrote.
+	OnDrift string
+	// DriftCheckInterval is how often the agent syncs (and so compares the
+	// kubelet's config with its record) when nothing else makes it;
+	// default DefaultDriftCheckInterval, negative: never.
+	DriftCheckInterval time.Duration
 
 	// refused is the last config that failed its checks, not checked again
 	// until the assignment or the ConfigMap changes.
@@ -75,6 +82,9 @@ type Agent struct {
 	// so that a ConfigMap that stays unreadable is reported once, not on
 	// every retry.
 	downloadFailed string
+	// drifted is the hash of the drifted content last reported, so that
+	// drift is reported once per distinct content.
+	drifted string
 
 	cms configMapWatch
 }
@@ -88,6 +98,9 @@ func (a *Agent) setDefaults() {
 	}
 	if a.HealthTimeout == 0 {
 		a.HealthTimeout = DefaultHealthTimeout
+	}
+	if a.DriftCheckInterval == 0 {
+		a.DriftCheckInterval = DefaultDriftCheckInterval
 	}
 }
 
@@ -163,6 +176,12 @@ func (a *Agent) processNext(ctx context.Context, queue workqueue.TypedRateLimiti
 		return true
 	}
 	queue.Forget(key)
+	// The drift check: a sync at least every DriftCheckInterval compares
+	// the kubelet's config with the record; it makes no API request unless
+	// something changed.
+	if d := a.DriftCheckInterval; d > 0 && (requeue <= 0 || requeue > d) {
+		requeue = d
+	}
 	if requeue > 0 {
 		queue.AddAfter(key, requeue)
 	}

@@ -210,9 +210,9 @@ func ref(name, rv string) *corev1.NodeConfigSource {
 	}}
 }
 
-func (e *env) stored(t *testing.T) stored {
+func (e *env) stored(t *testing.T) checkpoint.State {
 	t.Helper()
-	st, err := e.a.stored()
+	st, err := e.a.state()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestRefusedBeforeKubelet(t *testing.T) {
 			diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
 			diff(t, "condition", "False Refused", e.condition(t))
 			diff(t, "events", []string{"Warning Refused"}, e.events())
-			diff(t, "meta/assigned", (*corev1.NodeConfigSource)(nil), e.stored(t).assigned)
+			diff(t, "meta/assigned", (*corev1.NodeConfigSource)(nil), e.stored(t).Assigned)
 
 			// Not checked or reported again until it changes.
 			e.sync(t)
@@ -346,9 +346,9 @@ func TestDownloadError(t *testing.T) {
 			diff(t, "kubelet config", cfgA, string(e.writer.Current))
 			diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
 			after := e.stored(t)
-			diff(t, "meta/assigned", before.assigned, after.assigned)
-			diff(t, "meta/last-known-good", before.lastKnownGood, after.lastKnownGood)
-			diff(t, "last error", before.lastError, after.lastError)
+			diff(t, "meta/assigned", before.Assigned, after.Assigned)
+			diff(t, "meta/last-known-good", before.LastKnownGood, after.LastKnownGood)
+			diff(t, "last error", before.AssignedError(), after.AssignedError())
 
 			// Each retry keeps the status and records no other Event.
 			syncWith()
@@ -400,7 +400,7 @@ func TestUnsafeChangeWithOptIn(t *testing.T) {
 func TestRollbackToLastKnownGood(t *testing.T) {
 	e := newEnv(t)
 	e.onLastKnownGood(t, "a", cfgA)
-	diff(t, "last-known-good", ref("a", "1"), e.stored(t).lastKnownGood)
+	diff(t, "last-known-good", ref("a", "1"), e.stored(t).LastKnownGood)
 
 	e.prober.Results = []error{errors.New("healthz: connection refused")}
 	e.configMap(t, "b", cfgB, nil)
@@ -413,7 +413,7 @@ func TestRollbackToLastKnownGood(t *testing.T) {
 	diff(t, "restarter calls", []string{"Restart", "Restart", "Restart"}, e.restart.CallsSnapshot())
 	diff(t, "condition", "False RolledBack", e.condition(t))
 	diff(t, "events", []string{"Warning RolledBack"}, e.events())
-	diff(t, "meta/last-error", wantErr, e.stored(t).lastError)
+	diff(t, "meta/last-error", wantErr, e.stored(t).AssignedError())
 
 	// The failure is recorded: no retry, same report.
 	e.sync(t)
@@ -424,7 +424,7 @@ func TestRollbackToLastKnownGood(t *testing.T) {
 	e.configMap(t, "b", `{`+header+`,"maxPods":44}`, nil)
 	e.sync(t)
 	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("b", "11"), Active: ref("b", "11"), LastKnownGood: ref("a", "1")}, e.status(t))
-	diff(t, "meta/last-error", "", e.stored(t).lastError)
+	diff(t, "meta/last-error", "", e.stored(t).AssignedError())
 }
 
 func TestTrialPromotion(t *testing.T) {
@@ -435,7 +435,7 @@ func TestTrialPromotion(t *testing.T) {
 
 	e.clk.Step(trial - time.Second)
 	diff(t, "requeue before the trial ends", time.Second, e.sync(t))
-	diff(t, "last-known-good", (*corev1.NodeConfigSource)(nil), e.stored(t).lastKnownGood)
+	diff(t, "last-known-good", (*corev1.NodeConfigSource)(nil), e.stored(t).LastKnownGood)
 
 	e.clk.Step(time.Second)
 	diff(t, "requeue after promotion", time.Duration(0), e.sync(t))
@@ -462,7 +462,7 @@ func TestTrialSurvivesAgentRestart(t *testing.T) {
 
 	e.clk.Step(4 * time.Minute)
 	e.sync(t)
-	diff(t, "last-known-good", ref("a", "1"), e.stored(t).lastKnownGood)
+	diff(t, "last-known-good", ref("a", "1"), e.stored(t).LastKnownGood)
 }
 
 // Without the apiserver, startup makes the kubelet's config the one the
@@ -571,8 +571,8 @@ func TestReset(t *testing.T) {
 	diff(t, "condition", "True Reset", e.condition(t))
 	diff(t, "events", []string{"Normal Reset"}, e.events())
 	st := e.stored(t)
-	if st.assigned != nil || st.lastKnownGood != nil {
-		t.Errorf("store after reset: assigned %v, last-known-good %v; want both local", st.assigned, st.lastKnownGood)
+	if st.Assigned != nil || st.LastKnownGood != nil {
+		t.Errorf("store after reset: assigned %v, last-known-good %v; want both local", st.Assigned, st.LastKnownGood)
 	}
 	if ok, err := e.store.Exists(ref("a", "1")); err != nil || ok {
 		t.Errorf("checkpoint of a after reset: exists %v (%v), want garbage-collected", ok, err)
@@ -605,7 +605,7 @@ func TestReplaceBaselineFollowsOperatorEdits(t *testing.T) {
 	tests := map[string]struct {
 		// toLocal puts the node on its local config after assigning a.
 		toLocal   func(t *testing.T, e *env)
-		wantStore stored
+		wantStore checkpoint.State
 	}{
 		"after a reset": {
 			toLocal: func(t *testing.T, e *env) {
@@ -614,7 +614,7 @@ func TestReplaceBaselineFollowsOperatorEdits(t *testing.T) {
 				e.assign(t, "")
 				e.sync(t)
 			},
-			wantStore: stored{},
+			wantStore: checkpoint.State{},
 		},
 		"after a rollback to local": {
 			toLocal: func(t *testing.T, e *env) {
@@ -622,7 +622,7 @@ func TestReplaceBaselineFollowsOperatorEdits(t *testing.T) {
 				e.sync(t)
 				diff(t, "active after the rollback", (*corev1.NodeConfigSource)(nil), e.status(t).Active)
 			},
-			wantStore: stored{assigned: ref("a", "1")},
+			wantStore: checkpoint.State{Assigned: ref("a", "1")},
 		},
 	}
 	for name, tc := range tests {
@@ -641,7 +641,7 @@ func TestReplaceBaselineFollowsOperatorEdits(t *testing.T) {
 				t.Errorf("baseline on the local config: kept %v (%v), want removed", ok, err)
 			}
 			st := e.stored(t)
-			diff(t, "assigned", tc.wantStore.assigned, st.assigned)
+			diff(t, "assigned", tc.wantStore.Assigned, st.Assigned)
 
 			must(t, os.WriteFile(path, []byte(edited), 0o600)) // the operator
 			e.assign(t, "b")
@@ -665,9 +665,9 @@ func TestStartupFinishesInterruptedReset(t *testing.T) {
 	e.assign(t, "a")
 	e.sync(t)
 	diff(t, "config on a", cfgA, readFile(t, path))
-	// The reset's store writes, then the crash.
-	must(t, e.store.SetLastError(""))
-	must(t, e.store.SetAssigned(nil))
+	// The reset's first write (the record drops the assignment but keeps
+	// the config last written), then the crash.
+	must(t, e.store.SetState(checkpoint.State{Active: ref("a", "1")}))
 
 	e.a = e.newAgent()
 	e.a.Writer = kubelet.NewReplaceWriter(path, e.store)

@@ -39,6 +39,7 @@ type Metrics struct {
 	Applies       *prometheus.CounterVec
 	Rollbacks     prometheus.Counter
 	Resets        prometheus.Counter
+	Drifts        prometheus.Counter
 	ApplyDuration prometheus.Histogram
 	PhaseDuration *prometheus.HistogramVec
 	SyncErrors    prometheus.Counter
@@ -62,6 +63,10 @@ func NewMetrics() *Metrics {
 			Namespace: ns, Subsystem: sub, Name: "resets_total",
 			Help: "Returns to the node's local config after the assignment was removed.",
 		}),
+		Drifts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "drifts_total",
+			Help: "Times the kubelet's config was found holding bytes the agent never wrote (once per distinct content).",
+		}),
 		ApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "apply_duration_seconds",
 			Help:    "Time from seeing a new assignment to the health gate's verdict (including a rollback).",
@@ -80,7 +85,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{ResultApplied, ResultRolledBack, ResultRefused, ResultFailed} {
 		m.Applies.WithLabelValues(r)
 	}
-	m.Registry.MustRegister(m.Applies, m.Rollbacks, m.Resets, m.ApplyDuration, m.PhaseDuration, m.SyncErrors,
+	m.Registry.MustRegister(m.Applies, m.Rollbacks, m.Resets, m.Drifts, m.ApplyDuration, m.PhaseDuration, m.SyncErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -2,83 +2,88 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// startup makes the kubelet's config on disk the one the checkpoint store
-// says, before the agent talks to the apiserver, so that a node whose
-// apiserver is unreachable still runs the right config: meta/assigned, or
-// meta/last-known-good when the assigned config was recorded as failed, or
-// the local config. It restarts the kubelet only if it had to rewrite its
-// config. Whatever it finds, the first sync with the apiserver gates a config
-// still in its trial on the kubelet's health, since an agent killed between a
-// restart and its health gate left it unchecked.
+// startup makes the kubelet's config the target the record names, before
+// the agent talks to the apiserver, so that a node whose apiserver is
+// unreachable still runs the right config: the assigned config, or the
+// last-known-good one when the assigned one failed, or the local config.
 //
-// A store with nothing assigned still gets Writer.Restore: a reset of a
-// config in its trial records the store as fully local before it restores
-// the kubelet's config, so an agent killed in between finds dkc's config
-// on disk. Restore leaves a config that dkc did not write alone.
+// Invariant: after startup the kubelet's config holds a config the record
+// names (or drift that --on-drift=report leaves alone), and the record says
+// so (Active). It writes through activate, restarting the kubelet only if
+// the effective config changed, without the health gate, which needs the
+// apiserver: the first sync gates a config still in its trial, since an
+// agent killed between a restart and its health gate left it unchecked. A
+// checkpoint that cannot be read falls back to the last-known-good config,
+// then the local one; the record's Active then says what was written, and
+// the first sync repairs towards the assignment from its ConfigMap.
+//
+// A store adopted from a kubelet or an older dkc has no record of what the
+// agent wrote, so its config is trusted as older dkc did: a file that
+// matches nothing is put on the store's target rather than reported as
+// drift. The record is written at once, with a trial start if the store had
+// none.
 func (a *Agent) startup(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	st, err := a.stored()
+	if c, ok := a.Writer.(kubelet.TempCleaner); ok {
+		if err := c.CleanTemps(); err != nil {
+			return err
+		}
+	}
+	st, adopted, err := a.Store.State()
 	if err != nil {
-		return fmt.Errorf("read checkpoint store: %w", err)
+		return err
+	}
+	if adopted {
+		if st.Assigned != nil && st.AssignedAt == nil {
+			now := a.Clock.Now()
+			st.AssignedAt = &now
+		}
+		if err := a.setState(st); err != nil {
+			return err
+		}
+		logger.Info("Adopted a checkpoint store without a record", "assigned", describe(st.Assigned), "lastKnownGood", describe(st.LastKnownGood))
 	}
 	since := time.Time{}
 	a.verify = &since
-	if st.settledLocal() {
-		logger.Info("No assignment recorded; the kubelet runs its local config")
+	obs := a.observe(st)
+	if obs.err != nil {
+		return obs.err
 	}
-	target := st.active()
+	target := st.Target()
+	switch {
+	case !obs.drift && source.Equal(obs.source, target):
+		logger.Info("Kubelet config on disk matches the checkpoint store", "config", describe(target))
+		return nil
+	case obs.drift && !adopted && !a.reassert():
+		logger.Info("Kubelet config on disk holds a config dkc did not write; leaving it (--on-drift=report)", "want", describe(target))
+		return nil
+	}
 	payload, err := a.payload(target)
-	if err != nil && target != nil && target != st.lastKnownGood {
+	if err != nil && target != nil && target != st.LastKnownGood {
 		logger.Error(err, "Checkpoint unreadable; using the last-known-good config", "config", describe(target))
-		target = st.lastKnownGood
+		target = st.LastKnownGood
 		payload, err = a.payload(target)
 	}
 	if err != nil {
 		logger.Error(err, "Checkpoint unreadable; using the local config", "config", describe(target))
 		target, payload = nil, nil
 	}
-	before, err := a.Writer.Effective()
-	if err != nil {
-		return fmt.Errorf("read kubelet config: %w", err)
-	}
 	began := a.Clock.Now()
-	if payload == nil {
-		err = a.Writer.Restore()
-	} else {
-		err = a.Writer.Apply(payload)
-	}
+	restarted, since, err := a.activate(ctx, target, payload, obs.effective, false)
 	if err != nil {
-		return fmt.Errorf("write kubelet config: %w", err)
+		return err
 	}
-	after, err := a.Writer.Effective()
-	if err != nil {
-		return fmt.Errorf("read kubelet config: %w", err)
+	if restarted {
+		a.verify = &since
+		logger.Info("Restarted the kubelet on the checkpointed config", "config", describe(target), "duration", a.Clock.Since(began))
 	}
-	if sameJSON(before, after) {
-		logger.Info("Kubelet config on disk matches the checkpoint store", "config", describe(target))
-		return nil
-	}
-	logger.Info("Kubelet config on disk differed from the checkpoint store; rewrote it", "config", describe(target))
-	since, err = a.restart(ctx, before, after)
-	if err != nil {
-		return fmt.Errorf("restart kubelet: %w", err)
-	}
-	a.verify = &since
-	logger.Info("Restarted the kubelet on the checkpointed config", "config", describe(target), "duration", a.Clock.Since(began))
 	return nil
-}
-
-// payload returns the checkpointed config of src; nil for the local config.
-func (a *Agent) payload(src *corev1.NodeConfigSource) ([]byte, error) {
-	if src == nil {
-		return nil, nil
-	}
-	return a.Store.LoadKey(src)
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // Reasons of the source.ConditionType condition, which shows the agent's
-// state in `kubectl describe node`. Applied, RolledBack, Refused, Reset and
-// Failed are also the reasons of the Events the agent records on the Node
+// state in `kubectl describe node`. Applied, RolledBack, Refused, Reset,
+// Drift and Failed are also the reasons of the Events the agent records on the Node
 // (Failed only for a download failure, once per distinct error).
 const (
 	// ReasonApplied (True): the kubelet runs the assigned config, and it is
@@ -41,6 +42,10 @@ const (
 	// ReasonReset (True): the assignment was removed and the kubelet runs
 	// the node's local config.
 	ReasonReset = "Reset"
+	// ReasonDrift (False): the kubelet's config file or drop-in holds bytes
+	// the agent never wrote (something else rewrote it); --on-drift says
+	// whether the agent puts its config back.
+	ReasonDrift = "Drift"
 )
 
 // report is what a sync publishes on the Node.
@@ -56,6 +61,10 @@ type report struct {
 	// event, when set, is the reason of an Event recorded on the Node,
 	// with eventMessage (default: message).
 	event, eventMessage string
+	// history, when set, is appended to source.HistoryAnnotation in the
+	// same patch as the status (Time is set on publish); an entry equal to
+	// the last one (but for its time) is not appended again.
+	history *source.HistoryEntry
 }
 
 // conditionStatus is True for the reasons where the kubelet runs the
@@ -82,14 +91,27 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		cur = nil
 	}
 	statusChanged := !r.keepStatus && !apiequality.Semantic.DeepEqual(cur, r.status) || (r.status != nil && curCarrier != r.carrier)
-	if statusChanged {
+	history, err := a.history(node, r.history)
+	if err != nil {
+		return err
+	}
+	if statusChanged || history != "" {
 		c := r.carrier
 		if r.status == nil {
 			c = source.Annotation // a nil status clears both carriers
 		}
-		patch, err := source.StatusPatch(c, r.status)
+		st := r.status
+		if r.keepStatus {
+			st = cur
+		}
+		patch, err := source.StatusPatch(c, st)
 		if err != nil {
 			return fmt.Errorf("status patch: %w", err)
+		}
+		if history != "" {
+			if patch, err = withAnnotation(patch, source.HistoryAnnotation, history); err != nil {
+				return fmt.Errorf("status patch: %w", err)
+			}
 		}
 		if _, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
 			metav1.PatchOptions{FieldManager: source.FieldManager}, "status"); err != nil {
@@ -131,6 +153,48 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		a.Recorder.Event(ref, eventType, r.event, msg)
 	}
 	return nil
+}
+
+// history returns the value of node's history annotation with e appended,
+// or "" when e is nil or repeats the last entry.
+func (a *Agent) history(node *corev1.Node, e *source.HistoryEntry) (string, error) {
+	if e == nil {
+		return "", nil
+	}
+	h, err := source.History(node)
+	if err != nil {
+		klog.Background().Info("Replacing an unreadable config history", "err", err)
+		h = nil
+	}
+	if n := len(h); n > 0 {
+		last := h[n-1]
+		if last.Result == e.Result && last.Message == e.Message && source.Equal(last.Source, e.Source) {
+			return "", nil
+		}
+	}
+	entry := *e
+	entry.Time = metav1.NewTime(a.Clock.Now().Truncate(time.Second))
+	return source.HistoryValue(source.AppendHistory(h, entry))
+}
+
+// withAnnotation adds annotation key=value to the JSON merge patch.
+func withAnnotation(patch []byte, key, value string) ([]byte, error) {
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	meta, _ := p["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		p["metadata"] = meta
+	}
+	ann, _ := meta["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		meta["annotations"] = ann
+	}
+	ann[key] = value
+	return json.Marshal(p)
 }
 
 func findCondition(conds []corev1.NodeCondition) *corev1.NodeCondition {

@@ -352,6 +352,10 @@ func (s *Store) SetLastKnownGood(src *corev1.NodeConfigSource) error {
 func (s *Store) LastError() (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.lastError()
+}
+
+func (s *Store) lastError() (string, error) {
 	path := filepath.Join(s.metaDir(), lastErrorFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -445,16 +449,11 @@ func (s *Store) RemoveBaseline(name string) error {
 func (s *Store) GC() ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keep := map[string]bool{}
-	for _, name := range []string{assignedFile, lastKnownGoodFile} {
-		src, err := s.readSource(name)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoints: gc: %w", err)
-		}
-		if src != nil {
-			keep[checkpointID(src.ConfigMap.UID, src.ConfigMap.ResourceVersion)] = true
-		}
+	st, _, err := s.state()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: gc: %w", err)
 	}
+	keep := referenced(st)
 	uids, err := os.ReadDir(s.checkpointsDir())
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: gc: %w", err)

@@ -88,8 +88,9 @@ func (w *FakeWriter) Restore() error {
 	return nil
 }
 
-// Preview returns payload, or LocalConfig for a nil payload: the fake has
-// no drop-ins to merge.
+// Preview returns payload, or for a nil payload LocalConfig (Current when
+// not Owned, as a real writer without a baseline or drop-in takes the file
+// as it is for the local config): the fake has no drop-ins to merge.
 func (w *FakeWriter) Preview(payload []byte) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -98,6 +99,9 @@ func (w *FakeWriter) Preview(payload []byte) ([]byte, error) {
 		return nil, w.PreviewErr
 	}
 	if payload == nil {
+		if !w.Owned {
+			return w.Current, nil
+		}
 		return w.LocalConfig, nil
 	}
 	return payload, nil

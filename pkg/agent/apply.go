@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// The state files the kubelet's CPU and memory managers keep in its root
+// dir; a policy change needs them removed while the kubelet is stopped.
+const (
+	cpuManagerStateFile    = "cpu_manager_state"
+	memoryManagerStateFile = "memory_manager_state"
+)
+
+// apply checks an assignment and, when it passes, commits it to the store
+// and the kubelet, restarts the kubelet and gates on its health, rolling back
+// to the last-known-good config on failure.
+//
+// Invariant: the record names want as assigned, with a new trial start and
+// no error of its own, in one atomic write (the commit) before the kubelet's
+// config is touched; an error recorded for another config stays with that
+// config. A crash anywhere leaves the record on the old assignment or the
+// new one, never on a config that failed with its error dropped, and the
+// kubelet's config on one the record names: startup and the next sync
+// repair it towards the target.
+func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, want *corev1.NodeConfigSource, cm *corev1.ConfigMap, st checkpoint.State) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("assigned", describe(want))
+	ctx = klog.NewContext(ctx, logger)
+	cmName := cm.Namespace + "/" + cm.Name
+
+	// A config that failed its checks stays refused until it changes.
+	if a.refused != nil && source.Equal(a.refused.src, want) {
+		return 0, a.publish(ctx, node, a.failedReport(c, want, st, a.refused.err))
+	}
+	began := a.Clock.Now()
+
+	payload, ok := cm.Data[want.ConfigMap.KubeletConfigKey]
+	var raw []byte
+	if ok {
+		raw = []byte(payload)
+	} else if b, ok := cm.BinaryData[want.ConfigMap.KubeletConfigKey]; ok {
+		raw = b
+	} else {
+		return 0, a.refuse(ctx, node, c, want, st, loadError(fmt.Errorf("key %q not found in ConfigMap %s", want.ConfigMap.KubeletConfigKey, cmName)))
+	}
+	if err := a.Store.SaveConfigMap(cm); err != nil {
+		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
+		_ = a.publish(ctx, node, a.failedReport(c, want, st, internalError(fmt.Errorf("checkpoint: %w", err))))
+		return 0, fmt.Errorf("checkpoint %s: %w", describe(want), err)
+	}
+
+	current, err := a.Writer.Effective()
+	if err != nil {
+		return 0, fmt.Errorf("read kubelet config: %w", err)
+	}
+	checkBegan := a.Clock.Now()
+	cerr := a.check(raw, current, cm.Annotations[source.AllowUnsafeAnnotation], cmName)
+	a.Metrics.PhaseDuration.WithLabelValues(PhaseValidate).Observe(a.Clock.Since(checkBegan).Seconds())
+	if cerr != nil {
+		return 0, a.refuse(ctx, node, c, want, st, cerr)
+	}
+	a.refused = nil
+	a.verify = nil // this apply gates on the kubelet's health itself
+
+	// Commit: one write names want, with its trial start, so that a
+	// restarted agent puts want on the kubelet even if this one dies
+	// before writing it.
+	now := a.Clock.Now()
+	st.Assigned, st.AssignedAt = want, &now
+	if st.ErrorSource != nil && source.Equal(st.ErrorSource, want) {
+		st.Error, st.ErrorSource = "", nil
+	}
+	if err := a.setState(st); err != nil {
+		return 0, err
+	}
+	logger.Info("Applying config")
+	restarted, _, err := a.activate(ctx, want, raw, current, true)
+	if err != nil && ctx.Err() != nil {
+		return 0, ctx.Err() // shutting down: the next start verifies
+	}
+	if err != nil {
+		return 0, a.rollback(ctx, node, c, want, began, err)
+	}
+	a.Metrics.Applies.WithLabelValues(ResultApplied).Inc()
+	a.Metrics.ApplyDuration.Observe(a.Clock.Since(began).Seconds())
+	msg := fmt.Sprintf("kubelet runs %s", describe(want))
+	if restarted {
+		msg += fmt.Sprintf("; restarted and healthy after %s", a.Clock.Since(began).Round(time.Millisecond))
+	} else {
+		msg += "; no restart needed"
+	}
+	logger.Info("Applied config", "restarted", restarted, "duration", a.Clock.Since(began))
+	if st, err = a.state(); err != nil {
+		return 0, err
+	}
+	requeue, st, err := a.trial(ctx, st)
+	if err != nil {
+		return 0, err
+	}
+	r := a.okReport(c, st, a.observe(st))
+	r.event, r.eventMessage = ReasonApplied, msg
+	r.history = &source.HistoryEntry{Source: want, Result: source.ResultApplied, Message: msg}
+	return requeue, a.publish(ctx, node, r)
+}
+
+// activate makes payload, the config of src (nil: the local config), the
+// kubelet's config, records src as the config last written, and, if that
+// changed the effective config, restarts the kubelet and (with gate) gates
+// on its health. before is the effective config before the write. A CPU or
+// memory manager policy change removes the manager's state file while the
+// kubelet is stopped. Without gate it returns when the restart began, for a
+// later gate.
+func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payload, before []byte, gate bool) (restarted bool, since time.Time, err error) {
+	logger := klog.FromContext(ctx)
+	began := a.Clock.Now()
+	if payload == nil {
+		err = a.Writer.Restore()
+	} else {
+		err = a.Writer.Apply(payload)
+	}
+	if err != nil {
+		return false, since, fmt.Errorf("write kubelet config: %w", err)
+	}
+	st, err := a.state()
+	if err != nil {
+		return false, since, err
+	}
+	if !source.Equal(st.Active, src) {
+		st.Active = src
+		if err := a.setState(st); err != nil {
+			return false, since, err
+		}
+	}
+	after, err := a.Writer.Effective()
+	if err != nil {
+		return false, since, fmt.Errorf("read kubelet config: %w", err)
+	}
+	a.Metrics.PhaseDuration.WithLabelValues(PhaseWrite).Observe(a.Clock.Since(began).Seconds())
+	if sameJSON(before, after) {
+		logger.V(2).Info("Effective kubelet config unchanged; no restart")
+		return false, since, nil
+	}
+	since, err = a.restart(ctx, before, after)
+	if err != nil || !gate {
+		return true, since, err
+	}
+	return true, since, a.probe(ctx, after, since)
+}
+
+// restart restarts the kubelet for a change from before to after, and
+// returns when the restart began.
+func (a *Agent) restart(ctx context.Context, before, after []byte) (time.Time, error) {
+	logger := klog.FromContext(ctx)
+	began := a.Clock.Now()
+	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhaseRestart).Observe(a.Clock.Since(began).Seconds()) }()
+	var cpu, memory bool
+	oldCfg, err1 := decodeLenient(before)
+	newCfg, err2 := decodeLenient(after)
+	if err1 == nil && err2 == nil {
+		cpu, memory = kubeletconfig.NeedsStateReset(oldCfg, newCfg)
+	}
+	if !cpu && !memory {
+		logger.Info("Restarting the kubelet")
+		if err := a.Restarter.Restart(ctx); err != nil {
+			return began, err
+		}
+		return began, nil
+	}
+	logger.Info("Stopping the kubelet to remove resource manager state", "cpuManagerState", cpu, "memoryManagerState", memory)
+	if err := a.Restarter.Stop(ctx); err != nil {
+		return began, err
+	}
+	for _, f := range []struct {
+		remove bool
+		name   string
+	}{{cpu, cpuManagerStateFile}, {memory, memoryManagerStateFile}} {
+		if !f.remove {
+			continue
+		}
+		path := filepath.Join(a.KubeletRootDir, f.name)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			// Start the kubelet anyway; the health gate judges.
+			logger.Error(err, "Could not remove resource manager state", "path", path)
+		} else {
+			logger.Info("Removed resource manager state", "path", path)
+		}
+	}
+	return began, a.Restarter.Start(ctx)
+}
+
+// probe runs the health gate with HealthTimeout.
+func (a *Agent) probe(ctx context.Context, effective []byte, since time.Time) error {
+	began := a.Clock.Now()
+	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhaseProbe).Observe(a.Clock.Since(began).Seconds()) }()
+	ctx, cancel := context.WithTimeout(ctx, a.HealthTimeout)
+	defer cancel()
+	if err := a.Prober.Probe(ctx, kubelet.Expectation{Config: effective, Since: since}); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	return nil
+}

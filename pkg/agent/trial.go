@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// trial promotes the assigned config to last-known-good once it has run for
+// TrialDuration since its trial started, and otherwise says how long is
+// left. It returns the record as it left it.
+//
+// Invariant: a trial's start is recorded once, in the record, and survives
+// agent and kubelet restarts (upstream measured it from meta/assigned's
+// mtime and restarted it at every kubelet start, kubernetes#57808). A store
+// adopted without a start gets one, recorded at the first sync, so its
+// trial ends like any other.
+func (a *Agent) trial(ctx context.Context, st checkpoint.State) (time.Duration, checkpoint.State, error) {
+	if st.Failed() || source.Equal(st.LastKnownGood, st.Assigned) {
+		return 0, st, nil
+	}
+	if st.AssignedAt == nil {
+		now := a.Clock.Now()
+		st.AssignedAt = &now
+		if err := a.setState(st); err != nil {
+			return 0, st, err
+		}
+		klog.FromContext(ctx).Info("Recorded the start of the trial of an adopted assignment", "config", describe(st.Assigned))
+	}
+	if left := a.TrialDuration - a.Clock.Since(*st.AssignedAt); left > 0 {
+		return left, st, nil
+	}
+	st.LastKnownGood = st.Assigned
+	if err := a.setState(st); err != nil {
+		return 0, st, err
+	}
+	klog.FromContext(ctx).Info("Promoted config to last-known-good", "config", describe(st.Assigned), "trial", a.TrialDuration)
+	return 0, st, nil
+}
