@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -51,6 +52,8 @@ type Options struct {
 	// OnChange, when set, receives the rollout and its nodes' observations
 	// after every pass that changed something. It runs on Run's goroutine.
 	OnChange func(r *Rollout, observed map[string]Observed)
+	// Log receives a line per pod a drain evicts; nil discards them.
+	Log io.Writer
 	// ReadOnly watches without acting: each node's phase is computed from
 	// its carrier and passed to OnChange, nothing is written, and Run
 	// returns once the rollout is Done, Halted or Aborted. This is
@@ -87,7 +90,7 @@ func Run(ctx context.Context, client kubernetes.Interface, namespace, name strin
 			Force:              r.Spec.DrainOptions.Force,
 			DeleteEmptyDirData: r.Spec.DrainOptions.DeleteEmptyDirData,
 			GracePeriodSeconds: -1,
-		}}
+		}, Out: opts.Log}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -40,7 +40,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		}
 		return true, stateError(e.cur)
 	}
-	now := metav1.NewTime(e.opts.Clock.Now())
+	now := metav1.NewMicroTime(e.opts.Clock.Now())
 
 	// 1. phases
 	r, observed, changed, err := Live(e.cur, func(name string) (*corev1.Node, error) {
@@ -120,10 +120,10 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 				}
 				enter = false
 			case r.Status.SoakSince == nil:
-				r.Status.SoakSince = &now
+				r.Status.SoakSince = &metav1.Time{Time: now.Time}
 				changed = true
 				enter = false
-				e.wake = now.Add(soak)
+				e.wake = now.Time.Add(soak)
 			case now.Time.Before(r.Status.SoakSince.Add(soak)):
 				enter = false
 				e.wake = r.Status.SoakSince.Add(soak)
@@ -200,7 +200,7 @@ var timeZero = metav1.Time{}.Time
 // its Node (NextPhase), what was observed of each node, and whether any
 // phase changed. get returns nil for a node that does not exist; such a
 // node is Skipped. now stamps the phases that changed.
-func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.Time) (*Rollout, map[string]Observed, bool, error) {
+func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
 	r = r.DeepCopy()
 	if r.Status.Nodes == nil {
 		r.Status.Nodes = map[string]NodeStatus{}

@@ -148,8 +148,8 @@ type NodeStatus struct {
 	// uncordoned it yet.
 	Cordoned bool `json:"cordoned,omitempty"`
 	// Started and Finished bound the node's apply, as the rollout saw it.
-	Started  *metav1.Time `json:"started,omitempty"`
-	Finished *metav1.Time `json:"finished,omitempty"`
+	Started  *metav1.MicroTime `json:"started,omitempty"`
+	Finished *metav1.MicroTime `json:"finished,omitempty"`
 }
 
 // Target is the config node must end on; nil means its local config.

@@ -70,7 +70,8 @@ func resolve(ctx context.Context, store *rollout.Store, name string) (*rollout.R
 // drive runs the engine on rollout name until it ends or timeout passes (0:
 // no timeout), showing progress on out, and maps the result to the exit
 // codes of assign --wait: 0 done, 2 halted on a node error, 3 timeout.
-func drive(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration, out io.Writer, readOnly bool) error {
+func drive(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration, streams genericiooptions.IOStreams, readOnly bool) error {
+	out := streams.Out
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -82,6 +83,7 @@ func drive(ctx context.Context, client kubernetes.Interface, namespace, name str
 	p := newProgress(out)
 	r, err := rollout.Run(ctx, client, namespace, name, rollout.Options{
 		ReadOnly: readOnly,
+		Log:      streams.ErrOut,
 		OnChange: func(r *rollout.Rollout, _ map[string]rollout.Observed) { p.update(r) },
 	})
 	if r != nil {

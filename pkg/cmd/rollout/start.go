@@ -248,7 +248,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	if o.Driver != "" {
-		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.Out, false)
+		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.IOStreams, false)
 	}
 	target := o.target()
 	var cm *corev1.ConfigMap
@@ -308,7 +308,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if !o.Wait {
 		return o.detach(created.Name)
 	}
-	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.Out, false)
+	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
 }
 
 // configMap gets the ConfigMap to roll out and checks its key.

@@ -191,5 +191,5 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 	if _, err := store.SetState(ctx, r.Name, rollout.Running, "", rollout.Paused); err != nil {
 		return err
 	}
-	return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.Out, false)
+	return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.IOStreams, false)
 }

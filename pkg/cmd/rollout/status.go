@@ -127,7 +127,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Watch {
-		return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.Out, true)
+		return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.IOStreams, true)
 	}
 	live, err := Live(ctx, o.Client, r)
 	if err != nil {
@@ -154,6 +154,6 @@ func Live(ctx context.Context, client kubernetes.Interface, r *rollout.Rollout) 
 			return &list.Items[i], nil
 		}
 		return nil, nil
-	}, metav1.Now())
+	}, metav1.NowMicro())
 	return live, err
 }

@@ -131,7 +131,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	if !o.Wait {
 		return o.start.detach(created.Name)
 	}
-	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.Out, false)
+	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
 }
 
 // original is the rollout to undo: NAME, or the newest that is not an undo.
