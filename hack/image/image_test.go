@@ -179,7 +179,8 @@ func checkArchive(t *testing.T, path, kind string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantEntry := map[string][]string{"pause": {"/pause"}, "agent": {"/kubectl-dkc", "agent"}}[kind]
+		_, _, agentEntry := agentBinary("../..")
+		wantEntry := map[string][]string{"pause": {"/pause"}, "agent": agentEntry}[kind]
 		if diff := cmp.Diff(wantEntry, cfg.Config.Entrypoint); diff != "" {
 			t.Errorf("%s entrypoint (-want +got):\n%s", d.Platform, diff)
 		}

@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string) error {
 	o := options{Kind: args[0]}
 	fs := flag.NewFlagSet("image "+o.Kind, flag.ContinueOnError)
 	fs.StringVar(&o.Root, "root", "../..", "The kubectl-dkc repository, whose main package is the agent.")
-	fs.StringVar(&o.Binary, "binary", "", "Use this agent binary instead of building one; needs a single -platforms entry.")
+	fs.StringVar(&o.Binary, "binary", "", "Use this agent binary (static, as agentBinary names it) instead of building one; needs a single -platforms entry.")
 	fs.StringVar(&o.Out, "o", "", "The OCI image archive to write (required).")
 	fs.StringVar(&o.Ref, "name", "", "The image's name in the archive (default "+DefaultAgentRepo+":VERSION, or "+DefaultPauseRef+").")
 	fs.StringVar(&o.Version, "version", "v0.0.0-dev", "Version stamped into the agent binary, and the agent image's tag.")
@@ -132,19 +132,31 @@ func build(ctx context.Context, o options) (v1.Hash, error) {
 	return idx.Digest()
 }
 
-// agentSpec is the agent's image: the kubectl-dkc binary, whose entrypoint
-// is `kubectl-dkc agent`, plus an /etc/passwd and /etc/group that name root
-// and nobody, and a /tmp. No shell, no package manager, no CA bundle: the
-// agent reaches the apiserver with the pod's service account CA.
+// agentBinary is the agent's program in the image: the slim
+// kubectl-dkc-agent (./cmd/kubectl-dkc-agent) when the repository has it,
+// else kubectl-dkc with the agent subcommand. Either way a pod's args are
+// the agent's flags only.
+func agentBinary(root string) (pkg, name string, entrypoint []string) {
+	if st, err := os.Stat(filepath.Join(root, "cmd", "kubectl-dkc-agent")); err == nil && st.IsDir() {
+		return "./cmd/kubectl-dkc-agent", "kubectl-dkc-agent", []string{"/kubectl-dkc-agent"}
+	}
+	return ".", "kubectl-dkc", []string{"/kubectl-dkc", "agent"}
+}
+
+// agentSpec is the agent's image: the agent binary (agentBinary), plus an
+// /etc/passwd and /etc/group that name root and nobody, and a /tmp. No
+// shell, no package manager, no CA bundle: the agent reaches the apiserver
+// with the pod's service account CA.
 func agentSpec(ctx context.Context, o options, p platform, epoch time.Time, work string) (imageSpec, error) {
+	pkg, name, entrypoint := agentBinary(o.Root)
 	bin := o.Binary
 	if bin == "" {
-		bin = filepath.Join(work, "kubectl-dkc-"+p.OS+"-"+p.Arch)
+		bin = filepath.Join(work, name+"-"+p.OS+"-"+p.Arch)
 		ldflags := "-s -w" +
 			" -X github.com/kubectl-dkc/dkc/pkg/version.version=" + o.Version +
 			" -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=" + o.Commit +
 			" -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=" + epoch.Format(time.RFC3339)
-		if err := goBuild(ctx, o.Root, ".", p, ldflags, bin); err != nil {
+		if err := goBuild(ctx, o.Root, pkg, p, ldflags, bin); err != nil {
 			return imageSpec{}, err
 		}
 	}
@@ -160,9 +172,9 @@ func agentSpec(ctx context.Context, o options, p platform, epoch time.Time, work
 			{Name: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
 			{Name: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n")},
 			{Name: "tmp", Mode: 0o1777, Dir: true},
-			{Name: "kubectl-dkc", Mode: 0o755, Data: b},
+			{Name: name, Mode: 0o755, Data: b},
 		},
-		Entrypoint: []string{"/kubectl-dkc", "agent"},
+		Entrypoint: entrypoint,
 		Labels: map[string]string{
 			"org.opencontainers.image.title":    "kubectl-dkc-agent",
 			"org.opencontainers.image.source":   sourceURL,
