@@ -57,6 +57,8 @@ type Options struct {
 	KubeletInsecure    bool
 	HealthTimeout      time.Duration
 	TrialDuration      time.Duration
+	OnDrift            string
+	DriftCheckInterval time.Duration
 	MetricsBindAddress string
 	HealthBindAddress  string
 
@@ -77,6 +79,8 @@ func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 		RestartTimeout:     2 * time.Minute,
 		HealthTimeout:      dkcagent.DefaultHealthTimeout,
 		TrialDuration:      dkcagent.DefaultTrialDuration,
+		OnDrift:            dkcagent.DriftReport,
+		DriftCheckInterval: dkcagent.DefaultDriftCheckInterval,
 		MetricsBindAddress: "127.0.0.1:10390",
 		HealthBindAddress:  "127.0.0.1:10391",
 		IOStreams:          streams,
@@ -139,6 +143,8 @@ config: at start it puts the checkpointed config in place.`,
 	fl.BoolVar(&o.KubeletInsecure, "kubelet-insecure-skip-tls-verify", o.KubeletInsecure, "Do not verify the kubelet's serving certificate. Insecure: the agent's credential goes to whoever answers at the kubelet's address.")
 	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate (healthz, configz, Ready) before the agent rolls back. A kubelet whose healthz and configz pass is kept when only the apiserver does not answer.")
 	fl.DurationVar(&o.TrialDuration, "trial-duration", o.TrialDuration, "How long an applied config must run before it becomes last-known-good.")
+	fl.StringVar(&o.OnDrift, "on-drift", o.OnDrift, "What to do when the kubelet's config holds bytes the agent never wrote (kubeadm upgrade, config management): report (condition, Event, history) or reassert (also put the assigned config back through the restart and health gate).")
+	fl.DurationVar(&o.DriftCheckInterval, "drift-check-interval", o.DriftCheckInterval, "How often the agent compares the kubelet's config with its record when nothing else makes it sync.")
 	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz endpoint; \"0\" disables it.")
 	return cmd
@@ -193,6 +199,11 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--health-timeout must be positive, got %s", o.HealthTimeout)
 	case o.TrialDuration < 0:
 		return fmt.Errorf("--trial-duration must not be negative, got %s", o.TrialDuration)
+	case o.DriftCheckInterval < 0:
+		return fmt.Errorf("--drift-check-interval must be positive, got %s", o.DriftCheckInterval)
+	}
+	if o.OnDrift != "" && o.OnDrift != dkcagent.DriftReport && o.OnDrift != dkcagent.DriftReassert {
+		return fmt.Errorf("--on-drift must be %s or %s, got %q", dkcagent.DriftReport, dkcagent.DriftReassert, o.OnDrift)
 	}
 	for _, a := range []struct{ flag, value string }{{"--metrics-bind-address", o.MetricsBindAddress}, {"--health-bind-address", o.HealthBindAddress}} {
 		if a.value == "0" {
@@ -247,14 +258,16 @@ func (o *Options) Run(ctx context.Context) error {
 		return fmt.Errorf("open checkpoint store: %w", err)
 	}
 	a := &dkcagent.Agent{
-		Client:         o.client,
-		NodeName:       o.NodeName,
-		Store:          store,
-		Clock:          clock.RealClock{},
-		Metrics:        dkcagent.NewMetrics(),
-		KubeletRootDir: o.KubeletRootDir,
-		HealthTimeout:  o.HealthTimeout,
-		TrialDuration:  o.TrialDuration,
+		Client:             o.client,
+		NodeName:           o.NodeName,
+		Store:              store,
+		Clock:              clock.RealClock{},
+		Metrics:            dkcagent.NewMetrics(),
+		KubeletRootDir:     o.KubeletRootDir,
+		HealthTimeout:      o.HealthTimeout,
+		TrialDuration:      o.TrialDuration,
+		OnDrift:            o.OnDrift,
+		DriftCheckInterval: o.DriftCheckInterval,
 		Prober: kubelet.NewProber(kubelet.ProberConfig{
 			Client:        o.client,
 			NodeName:      o.NodeName,
