@@ -35,7 +35,7 @@ var (
 
 type haltedError struct{}
 
-func (haltedError) Error() string        { return "rollout halted" }
+func (haltedError) Error() string        { return "halted" }
 func (haltedError) Is(target error) bool { return target == status.ErrConfigError }
 
 // Options tune Run. The zero value works.

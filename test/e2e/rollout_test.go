@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// TestRollout rolls configs out over three real kubelets, each with its dkc
+// agent (drop-in mode, so one ConfigMap fits every node): a good config
+// under --max-unavailable 1 with the restarts measured against each other's
+// apply windows; a bad config that halts on the canary; a CLI killed with
+// SIGKILL and resumed; pause, resume and undo; back to local with the
+// background driver; and --drain over a node with a pod bound to it.
+func TestRollout(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 3})
+	ctx := context.Background()
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+			Kubeconfig:    kubeconfig,
+			ApplyMode:     "dropin",
+			HealthTimeout: 15 * time.Second,
+			TrialDuration: 3 * time.Second,
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.Nodes {
+		waitFor(t, 20*time.Second, "agent /healthz on "+n.Name, func() bool {
+			body, err := httpGet("http://" + n.IP + ":10391/healthz")
+			return err == nil && body == "ok"
+		})
+	}
+	partial := func(extra string) string {
+		return "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n" + extra
+	}
+	names := c.NodeNames()
+	sort.Strings(names)
+
+	t.Run("good config, max-unavailable 1: restarts never overlap", func(t *testing.T) {
+		createConfigMap(t, c, "ro-a", partial("maxPods: 61\n"))
+		began := time.Now()
+		r := dkc(t, c, "", "rollout", "start", "--config", "ro-a", "--all", "--name", "a", "--max-unavailable", "1", "--wait", "--timeout", "5m")
+		if r.ExitCode != 0 {
+			t.Fatalf("rollout start: exit %d", r.ExitCode)
+		}
+		for _, n := range names {
+			if !strings.Contains(r.Stdout, "rollout/a node/"+n+" Done") {
+				t.Errorf("no progress line %q", "rollout/a node/"+n+" Done")
+			}
+		}
+		ro := rolloutObject(t, c, "a")
+		if ro.Status.State != rollout.Done {
+			t.Fatalf("state %s, want Done", ro.Status.State)
+		}
+		// Each node's apply window, from the moment the rollout recorded it
+		// in progress to the moment it saw it active and Ready.
+		type window struct {
+			node       string
+			start, end time.Time
+		}
+		var windows []window
+		for _, n := range names {
+			ns := ro.NodeStatus(n)
+			if ns.Phase != rollout.Succeeded || ns.Started == nil || ns.Finished == nil {
+				t.Fatalf("node %s: %+v, want Done with both times", n, ns)
+			}
+			windows = append(windows, window{n, ns.Started.Time, ns.Finished.Time})
+			st := waitStatus(t, c, n, 10*time.Second, "active ro-a", func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && isCM(st.Active, "ro-a") && st.Error == ""
+			})
+			_ = st
+		}
+		sort.Slice(windows, func(i, j int) bool { return windows[i].start.Before(windows[j].start) })
+		if windows[0].node != names[0] {
+			t.Errorf("first node %s, want the canary %s", windows[0].node, names[0])
+		}
+		minGap := time.Duration(1<<63 - 1)
+		for i := 1; i < len(windows); i++ {
+			gap := windows[i].start.Sub(windows[i-1].end)
+			if gap < 0 {
+				t.Errorf("apply windows overlap: %s %s..%s and %s %s..%s", windows[i-1].node, windows[i-1].start.Format(time.StampMicro), windows[i-1].end.Format(time.StampMicro),
+					windows[i].node, windows[i].start.Format(time.StampMicro), windows[i].end.Format(time.StampMicro))
+			}
+			minGap = min(minGap, gap)
+		}
+		// Every kubelet (re)start since the rollout began must fall inside
+		// its own node's window and no other.
+		for _, n := range c.Nodes {
+			starts := kubeletStartTimes(t, n, began)
+			if len(starts) != 1 {
+				t.Errorf("node %s: kubelet started %d times during the rollout, want 1: %v", n.Name, len(starts), starts)
+			}
+			for _, s := range starts {
+				for _, w := range windows {
+					inside := !s.Before(w.start) && !s.After(w.end)
+					if inside != (w.node == n.Name) {
+						t.Errorf("kubelet of %s started at %s; window of %s is %s..%s", n.Name, s.Format(time.StampMicro), w.node, w.start.Format(time.StampMicro), w.end.Format(time.StampMicro))
+					}
+				}
+			}
+		}
+		var lines []string
+		for _, w := range windows {
+			lines = append(lines, fmt.Sprintf("%s %s", w.node, w.end.Sub(w.start).Round(time.Millisecond)))
+		}
+		t.Logf("MEASURED: rollout of 3 nodes in %s; apply windows %s; smallest gap between windows %s",
+			time.Since(began).Round(time.Millisecond), strings.Join(lines, ", "), minGap.Round(time.Millisecond))
+	})
+
+	t.Run("bad config halts on the canary; other kubelets untouched", func(t *testing.T) {
+		createConfigMap(t, c, "ro-bad", partial("containerRuntimeEndpoint: unix:///nonexistent.sock\n"))
+		pids := map[string]int{}
+		for _, n := range c.Nodes {
+			pids[n.Name] = n.KubeletPID()
+		}
+		r := dkc(t, c, "", "rollout", "start", "--config", "ro-bad", "--all", "--name", "bad", "--wait", "--timeout", "3m")
+		if r.ExitCode != 2 {
+			t.Fatalf("rollout start: exit %d, want 2 (halted)", r.ExitCode)
+		}
+		canary := names[0]
+		if !strings.Contains(r.Stderr, "node/"+canary+": ") || !strings.Contains(r.Stderr, "halted") {
+			t.Errorf("stderr does not name the canary and the halt:\n%s", r.Stderr)
+		}
+		ro := rolloutObject(t, c, "bad")
+		if ro.Status.State != rollout.Halted || !strings.HasPrefix(ro.Status.Reason, "node/"+canary+": failed to validate config") {
+			t.Errorf("state %s, reason %q; want Halted on node/%s", ro.Status.State, ro.Status.Reason, canary)
+		}
+		st := waitStatus(t, c, canary, 10*time.Second, "rolled back to ro-a", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && isCM(st.Active, "ro-a") && st.Error != ""
+		})
+		_ = st
+		for _, n := range c.Nodes[1:] {
+			if got := n.KubeletPID(); got != pids[n.Name] {
+				t.Errorf("node %s: kubelet PID %d, was %d: restarted after the canary failed", n.Name, got, pids[n.Name])
+			}
+			if src, _, _ := source.Assigned(readNode(t, c.Client, n.Name)); !isCM(src, "ro-a") {
+				t.Errorf("node %s assigned %v, want still ro-a", n.Name, src)
+			}
+		}
+		if c.Nodes[0].KubeletPID() == pids[canary] {
+			t.Errorf("canary kubelet PID unchanged: the bad config was never tried")
+		}
+		out := mustDKC(t, c, "", "rollout", "status", "bad").Stdout
+		if !strings.Contains(out, "Halted") || !strings.Contains(out, "failed") {
+			t.Errorf("rollout status does not show the halt:\n%s", out)
+		}
+	})
+
+	t.Run("CLI killed with SIGKILL, then resume: completes, no node applied twice", func(t *testing.T) {
+		createConfigMap(t, c, "ro-c", partial("maxPods: 63\n"))
+		starts := map[string]int{}
+		for _, n := range c.Nodes {
+			starts[n.Name] = n.KubeletStarts()
+		}
+		bg := startDKCBackground(t, c, "rollout", "start", "--config", "ro-c", "--all", "--name", "c", "--wait")
+		// The canary is done and the next node started: kill the client.
+		bg.waitForLine(t, 2*time.Minute, func(l string) bool { return l == "rollout/c node/"+names[1]+" InProgress wave=1" })
+		if err := bg.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		bg.wait(t, 10*time.Second)
+		out := mustDKC(t, c, "", "rollout", "status", "c").Stdout
+		if !strings.Contains(out, "Running") {
+			t.Errorf("status after the kill does not say Running:\n%s", out)
+		}
+		r := dkc(t, c, "", "rollout", "resume", "c", "--timeout", "3m")
+		if r.ExitCode != 0 {
+			t.Fatalf("rollout resume: exit %d", r.ExitCode)
+		}
+		if ro := rolloutObject(t, c, "c"); ro.Status.State != rollout.Done {
+			t.Fatalf("state %s after resume, want Done", ro.Status.State)
+		}
+		for _, n := range c.Nodes {
+			waitStatus(t, c, n.Name, 10*time.Second, "active ro-c", func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && isCM(st.Active, "ro-c") && st.Error == ""
+			})
+			applied := 0
+			h, err := source.History(readNode(t, c.Client, n.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range h {
+				if e.Result == source.ResultApplied && isCM(e.Source, "ro-c") {
+					applied++
+				}
+			}
+			if applied != 1 {
+				t.Errorf("node %s: history shows ro-c applied %d times, want 1", n.Name, applied)
+			}
+			if d := n.KubeletStarts() - starts[n.Name]; d != 1 {
+				t.Errorf("node %s: kubelet started %d times, want 1", n.Name, d)
+			}
+		}
+		hist := mustDKC(t, c, "", "rollout", "history", names[2]).Stdout
+		if !strings.Contains(hist, "kube-system/ro-c") || !strings.Contains(hist, "Applied") {
+			t.Errorf("rollout history %s lacks the ro-c apply:\n%s", names[2], hist)
+		}
+	})
+
+	t.Run("pause holds the next wave; resume finishes; undo goes back", func(t *testing.T) {
+		createConfigMap(t, c, "ro-d", partial("maxPods: 64\n"))
+		bg := startDKCBackground(t, c, "rollout", "start", "--config", "ro-d", "--all", "--name", "d", "--soak", "8s", "--wait")
+		bg.waitForLine(t, 2*time.Minute, func(l string) bool { return l == "rollout/d node/"+names[0]+" Done wave=0" })
+		mustDKC(t, c, "", "rollout", "pause", "d")
+		if code := bg.wait(t, 30*time.Second); code != 1 {
+			t.Errorf("the driving client exited %d on pause, want 1", code)
+		}
+		time.Sleep(12 * time.Second) // longer than the soak
+		for _, n := range names[1:] {
+			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-c") {
+				t.Errorf("paused rollout assigned %v to %s", src, n)
+			}
+		}
+		if ro := rolloutObject(t, c, "d"); ro.Status.State != rollout.Paused {
+			t.Errorf("state %s, want Paused", ro.Status.State)
+		}
+		if r := dkc(t, c, "", "rollout", "resume", "d", "--timeout", "3m"); r.ExitCode != 0 {
+			t.Fatalf("rollout resume: exit %d", r.ExitCode)
+		}
+		for _, n := range names {
+			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-d") {
+				t.Errorf("after resume %s is assigned %v, want ro-d", n, src)
+			}
+		}
+
+		r := dkc(t, c, "", "rollout", "undo", "d", "--canary", "0", "--wait", "--timeout", "3m")
+		if r.ExitCode != 0 {
+			t.Fatalf("rollout undo: exit %d", r.ExitCode)
+		}
+		for _, n := range names {
+			waitStatus(t, c, n, 10*time.Second, "active ro-c again", func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && isCM(st.Active, "ro-c") && st.Error == ""
+			})
+		}
+	})
+
+	t.Run("back to local through the background driver, followed with status -w", func(t *testing.T) {
+		r := mustDKC(t, c, "", "rollout", "start", "--to-local", "--all", "--name", "local", "--max-unavailable", "34%")
+		m := regexp.MustCompile(`driven in the background by pid (\d+)`).FindStringSubmatch(r.Stderr)
+		if m == nil {
+			t.Fatalf("no background driver in:\n%s", r.Stderr)
+		}
+		pid, _ := strconv.Atoi(m[1])
+		w := dkc(t, c, "", "rollout", "status", "local", "-w", "--timeout", "3m")
+		if w.ExitCode != 0 {
+			t.Errorf("status -w: exit %d", w.ExitCode)
+		}
+		if !strings.Contains(w.Stdout, "rollout/local Done") {
+			t.Errorf("status -w did not print the end:\n%s", w.Stdout)
+		}
+		waitFor(t, 20*time.Second, "the background driver to exit", func() bool {
+			return syscall.Kill(pid, 0) != nil
+		})
+		for _, n := range names {
+			node := readNode(t, c.Client, n)
+			if src, _, _ := source.Assigned(node); src != nil {
+				t.Errorf("%s still assigned %v", n, src)
+			}
+			st, _, _ := source.Status(node)
+			if st == nil || st.Active != nil || st.Error != "" {
+				t.Errorf("%s status %+v, want local active", n, st)
+			}
+		}
+	})
+
+	t.Run("drain: refused without --drain; evicts the bound pod and uncordons", func(t *testing.T) {
+		n := names[0]
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "ro-topology", Namespace: "kube-system",
+				Annotations: map[string]string{source.AllowUnsafeAnnotation: "resource-managers"}},
+			Data: map[string]string{"kubelet": partial("topologyManagerPolicy: best-effort\n")},
+		}
+		createTestConfigMap(t, c.Client, cm)
+		r := dkc(t, c, "", "rollout", "start", "--config", "ro-topology", n, "--wait")
+		if r.ExitCode != 1 || !strings.Contains(r.Stderr, "topologyManagerPolicy") || !strings.Contains(r.Stderr, "--drain") {
+			t.Errorf("without --drain: exit %d, stderr %q; want 1 naming topologyManagerPolicy and --drain", r.ExitCode, r.Stderr)
+		}
+		zero := int64(0)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				NodeName:                      n,
+				TerminationGracePeriodSeconds: &zero,
+				Containers:                    []corev1.Container{{Name: "c", Image: "registry.invalid/none:1"}},
+			},
+		}
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r = dkc(t, c, "", "rollout", "start", "--config", "ro-topology", n, "--name", "drain", "--drain", "--drain-force", "--drain-timeout", "1m", "--wait", "--timeout", "3m")
+		if r.ExitCode != 0 {
+			t.Fatalf("rollout --drain: exit %d", r.ExitCode)
+		}
+		if !strings.Contains(r.Stderr, "pod/bound evicted from node/"+n) {
+			t.Errorf("stderr does not show the eviction:\n%s", r.Stderr)
+		}
+		if _, err := c.Client.CoreV1().Pods("default").Get(ctx, "bound", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("pod bound: %v, want NotFound", err)
+		}
+		node := readNode(t, c.Client, n)
+		if node.Spec.Unschedulable {
+			t.Error("node still cordoned after the rollout")
+		}
+		if ro := rolloutObject(t, c, "drain"); ro.NodeStatus(n).Cordoned || ro.Status.State != rollout.Done {
+			t.Errorf("rollout %s, node %+v; want Done and uncordoned", ro.Status.State, ro.NodeStatus(n))
+		}
+		if got := configz(t, c, n)["topologyManagerPolicy"]; got != "best-effort" {
+			t.Errorf("configz topologyManagerPolicy %v, want best-effort", got)
+		}
+	})
+}
+
+// rolloutObject reads rollout name through `rollout status -o json`.
+func rolloutObject(t *testing.T, c *framework.Cluster, name string) *rollout.Rollout {
+	t.Helper()
+	out := mustDKC(t, c, "", "rollout", "status", name, "-o", "json").Stdout
+	var r rollout.Rollout
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("rollout status -o json: %v\n%s", err, out)
+	}
+	return &r
+}
+
+// kubeletStartTimes reads the harness supervisor's start lines from n's
+// kubelet log: the kubelet (re)starts after since.
+func kubeletStartTimes(t *testing.T, n *framework.Node, since time.Time) []time.Time {
+	t.Helper()
+	f, err := os.Open(n.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	re := regexp.MustCompile(`^==== dkc harness: start \d+ of \S+ at (\S+)$`)
+	var out []time.Time
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		m := re.FindStringSubmatch(s.Text())
+		if m == nil {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts.After(since) {
+			out = append(out, ts)
+		}
+	}
+	return out
+}
