@@ -201,7 +201,7 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 	if src, _, err := source.Assigned(node); err == nil && src == nil {
 		a.cms.stop()
 	}
-	return a.sync(ctx, node, a.cms.get)
+	return a.sync(ctx, node.DeepCopy(), a.cms.get) // publish updates its node
 }
 
 // configMapWatch is an informer on the one ConfigMap assigned to the node,

@@ -80,6 +80,8 @@ func conditionStatus(reason string) corev1.ConditionStatus {
 // publish writes r to the Node: the status through its carrier and the
 // condition through nodes/status, each only when it differs from what node
 // shows, so that the agent's own writes do not make it loop; then the Event.
+// node is updated to what the apiserver returned: it must be the sync's own
+// copy, never an informer's cached object.
 func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error {
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
@@ -113,10 +115,12 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 				return fmt.Errorf("status patch: %w", err)
 			}
 		}
-		if _, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
-			metav1.PatchOptions{FieldManager: source.FieldManager}, "status"); err != nil {
+		updated, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
+			metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
+		if err != nil {
 			return fmt.Errorf("patch node %q status: %w", node.Name, err)
 		}
+		*node = *updated // a later publish in this sync compares with what it wrote
 		logger.V(2).Info("Reported config status", "status", r.status)
 	}
 
@@ -133,10 +137,12 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 			if err != nil {
 				return fmt.Errorf("condition patch: %w", err)
 			}
-			if _, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
-				metav1.PatchOptions{FieldManager: source.FieldManager}, "status"); err != nil {
+			updated, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
+				metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
+			if err != nil {
 				return fmt.Errorf("patch node %q condition: %w", node.Name, err)
 			}
+			*node = *updated
 		}
 	}
 
