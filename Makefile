@@ -13,6 +13,8 @@ BIN := _output/bin
 # Debian packages the real-component tests need.
 TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux
 E2E_TIMEOUT ?= 60m
+# How many kubelets `make cluster-up` starts.
+NODES ?= 2
 # The agent image (make image): its name, tag and platforms. Timestamps in it
 # are the commit's, so the same commit gives the same digest.
 IMAGE_REPO      ?= registry.example/kubectl-dkc-agent
@@ -78,8 +80,8 @@ bench: test-deps components components-v1.23 build ## Benchmarks on real compone
 test: fmt-check vet unit e2e ## Everything CI runs
 
 .PHONY: cluster-up
-cluster-up: test-deps build $(if $(filter daemonset,$(AGENT)),image) ## Start a local cluster of real components (AGENT=daemonset: agents in pods)
-	AGENT=$(AGENT) hack/local-cluster.sh up
+cluster-up: test-deps build $(if $(filter daemonset,$(AGENT)),image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods)
+	AGENT=$(AGENT) hack/local-cluster.sh up $(NODES)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster and remove everything it made

@@ -5,7 +5,8 @@
 #   hack/local-cluster.sh down         stop every process it started and remove
 #                                      its namespaces, links and mounts
 # State lives in $DKC_CLUSTER_DIR (default /tmp/kubectl-dkc-cluster). Every node
-# runs a dkc agent; $DKC_AGENT_TRIAL sets its --trial-duration (default 1m).
+# runs a dkc agent; $DKC_AGENT_TRIAL sets its --trial-duration (default 1m),
+# $DKC_AGENT_APPLY_MODE its --apply-mode (replace, the default, or dropin).
 # With AGENT=daemonset the agents run in pods instead, as deploy/'s DaemonSet
 # through the test overlay test/deploy, from the images `make image` wrote
 # to _output/image (imported into each node's containerd, never pulled).
@@ -48,6 +49,7 @@ up)
   fi
   nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
     --agent-rbac "$root/deploy/rbac.yaml" --agent-trial-duration "${DKC_AGENT_TRIAL:-1m}" \
+    --agent-apply-mode "${DKC_AGENT_APPLY_MODE:-replace}" \
     >"$dir/cluster.log" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 1200); do

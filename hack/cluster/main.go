@@ -29,6 +29,7 @@ func run() error {
 	agentBinary := flag.String("agent-binary", "", "kubectl-dkc to run as the dkc agent on every node (none when empty)")
 	rbac := flag.String("agent-rbac", "deploy/rbac.yaml", "the agent's RBAC manifest, applied before the agents start")
 	trial := flag.Duration("agent-trial-duration", time.Minute, "the agents' --trial-duration")
+	applyMode := flag.String("agent-apply-mode", "replace", "the agents' --apply-mode: replace, or dropin (one partial config then fits every node, as a rollout over all nodes needs)")
 	daemonset := flag.Bool("agent-daemonset", false, "run the agents as deploy/'s DaemonSet in pods, through --agent-overlay, instead of processes")
 	overlay := flag.String("agent-overlay", "test/deploy", "with --agent-daemonset: the kustomization applied with kubectl apply -k")
 	images := flag.String("agent-images", "_output/image", "with --agent-daemonset: where make image wrote the agent and pause archives")
@@ -70,7 +71,7 @@ func run() error {
 			return err
 		}
 	} else if *agentBinary != "" {
-		if err := startAgents(ctx, c, *agentBinary, *rbac, *trial, logf); err != nil {
+		if err := startAgents(ctx, c, *agentBinary, *rbac, *trial, *applyMode, logf); err != nil {
 			return err
 		}
 	}
@@ -84,7 +85,7 @@ func run() error {
 
 // startAgents runs one dkc agent per node, as the identity of the agent's
 // RBAC manifest, in exec mode with the harness's restart command.
-func startAgents(ctx context.Context, c *framework.Cluster, binary, rbac string, trial time.Duration, logf func(string, ...any)) error {
+func startAgents(ctx context.Context, c *framework.Cluster, binary, rbac string, trial time.Duration, applyMode string, logf func(string, ...any)) error {
 	if err := c.ApplyManifest(ctx, rbac, false); err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func startAgents(ctx context.Context, c *framework.Cluster, binary, rbac string,
 		return err
 	}
 	for _, n := range c.Nodes {
-		a, err := n.StartAgent(binary, n.AgentArgs(framework.AgentOptions{Kubeconfig: kubeconfig, TrialDuration: trial}))
+		a, err := n.StartAgent(binary, n.AgentArgs(framework.AgentOptions{Kubeconfig: kubeconfig, TrialDuration: trial, ApplyMode: applyMode}))
 		if err != nil {
 			return err
 		}
