@@ -26,9 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bold "Starting a local control plane and two real kubelets, each with a dkc agent"
-# A short trial, so the demo sees a config become last-known-good.
-DKC_AGENT_TRIAL=5s "$root/hack/local-cluster.sh" up 2
+bold "Starting a local control plane and three real kubelets, each with a dkc agent"
+# A short trial, so the demo sees a config become last-known-good. The agents
+# write drop-ins, so that one partial config fits every node in the rollout.
+DKC_AGENT_TRIAL=5s DKC_AGENT_APPLY_MODE=dropin "$root/hack/local-cluster.sh" up 3
 export KUBECONFIG=$DKC_CLUSTER_DIR/kubeconfig
 run kubectl get nodes -o wide
 
@@ -77,3 +78,18 @@ bold "6. Reset $node to its local config"
 run kubectl dkc reset "$node" --wait --timeout 2m
 run kubectl dkc status
 run kubectl get node "$node" -o jsonpath='{.status.capacity.pods}{"\n"}'
+
+bold "7. Roll a config out over every node: a canary first, then one node at a time"
+printf 'kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 55\n' >"$work/fleet.yaml"
+fleet=$(kubectl create configmap demo-fleet -n kube-system --from-file=kubelet="$work/fleet.yaml" --append-hash -o name)
+fleet=${fleet#configmap/}
+run kubectl dkc rollout start --config "$fleet" --all --dry-run=client
+run kubectl dkc rollout start --config "$fleet" --all --name demo --max-unavailable 1 --canary 1 --wait --timeout 5m
+run kubectl dkc rollout status demo
+run kubectl dkc status
+run kubectl dkc rollout history "$node"
+run kubectl get configmap -n kube-system -l kubectl-dkc.io/rollout
+
+bold "8. Undo the rollout: every node back to what it ran before, under the same budget"
+run kubectl dkc rollout undo demo --wait --timeout 5m
+run kubectl dkc status
