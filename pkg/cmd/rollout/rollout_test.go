@@ -1,0 +1,161 @@
+package rollout
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestStartValidate(t *testing.T) {
+	valid := func(edit func(o *StartOptions)) *StartOptions {
+		o := NewStartOptions(genericiooptions.NewTestIOStreamsDiscard())
+		o.Config = "cfg-5fd8t4bhgb"
+		o.Nodes.All = true
+		if edit != nil {
+			edit(o)
+		}
+		return o
+	}
+	tests := map[string]struct {
+		opts    *StartOptions
+		wantErr string
+	}{
+		"valid":           {opts: valid(nil)},
+		"to-local":        {opts: valid(func(o *StartOptions) { o.Config, o.ToLocal = "", true })},
+		"no config":       {opts: valid(func(o *StartOptions) { o.Config = "" }), wantErr: "--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it), or use --to-local"},
+		"both":            {opts: valid(func(o *StartOptions) { o.ToLocal = true }), wantErr: "--config and --to-local exclude each other: roll out a config, or go back to local"},
+		"no nodes":        {opts: valid(func(o *StartOptions) { o.Nodes.All = false }), wantErr: "no nodes given: name them as arguments, or use -l/--selector or --all"},
+		"bad budget":      {opts: valid(func(o *StartOptions) { o.MaxUnavailable = "0" }), wantErr: `invalid --max-unavailable "0": must be at least 1 (or 1%)`},
+		"negative canary": {opts: valid(func(o *StartOptions) { o.Canary = -1 }), wantErr: "invalid --canary -1: must not be negative (0 means no canary)"},
+		"negative soak":   {opts: valid(func(o *StartOptions) { o.Soak = -time.Second }), wantErr: "--soak, --timeout and --drain-timeout must not be negative"},
+		"wait and dry run": {opts: valid(func(o *StartOptions) { o.Wait, o.DryRun = true, util.DryRunClient }),
+			wantErr: "--wait cannot be used with --dry-run: nothing would change to wait for"},
+		"force without drain": {opts: valid(func(o *StartOptions) { o.DrainForce = true }), wantErr: "--drain-force and --drain-delete-emptydir-data need --drain"},
+		"bad name":            {opts: valid(func(o *StartOptions) { o.Name = "Bad_Name" }), wantErr: `invalid --name "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.wantErr, errString(tc.opts.Validate())); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func cm(name string) *corev1.NodeConfigSource {
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace: source.DefaultNamespace, Name: name, KubeletConfigKey: source.DefaultKey,
+	}}
+}
+
+func TestUndoSpec(t *testing.T) {
+	now := metav1.NowMicro()
+	orig := rollout.New("kube-system", "r1", rollout.Spec{
+		Config:         cm("new"),
+		Nodes:          []string{"n1", "n2", "n3", "n4", "n5"},
+		MaxUnavailable: intstr.FromString("50%"),
+		Canary:         1,
+		Drain:          []string{"n2"},
+	})
+	orig.Status.Nodes = map[string]rollout.NodeStatus{
+		"n1": {Phase: rollout.Succeeded, Previous: cm("old"), Started: &now},
+		"n2": {Phase: rollout.Failed, Started: &now}, // was on its local config
+		"n3": {Phase: rollout.Skipped},
+		"n4": {Phase: rollout.InProgress, Previous: cm("older"), Started: &now},
+	}
+	got, err := UndoSpec(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rollout.Spec{
+		Targets:        map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil, "n4": cm("older")},
+		Nodes:          []string{"n1", "n2", "n4"},
+		MaxUnavailable: intstr.FromString("50%"),
+		Canary:         1,
+		Drain:          []string{"n2"},
+		UndoOf:         "r1",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for n, wantTarget := range map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil} {
+		if diff := cmp.Diff(wantTarget, got.Target(n)); diff != "" {
+			t.Errorf("target of %s (-want +got):\n%s", n, diff)
+		}
+	}
+
+	untouched := rollout.New("kube-system", "r2", rollout.Spec{Config: cm("new"), Nodes: []string{"n1"}})
+	if _, err := UndoSpec(untouched); errString(err) != "nothing to undo: the rollout started no node" {
+		t.Errorf("undo of an untouched rollout: %v", err)
+	}
+}
+
+// TestProgressLines checks the lines scripts parse when stdout is not a
+// terminal: one per phase change, none for a repeat.
+func TestProgressLines(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf)
+	r := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("a"), Nodes: []string{"n1", "n2"}, Canary: 1, MaxUnavailable: intstr.FromInt32(1)})
+	set := func(n string, ph rollout.Phase, errText string) {
+		if r.Status.Nodes == nil {
+			r.Status.Nodes = map[string]rollout.NodeStatus{}
+		}
+		r.Status.Nodes[n] = rollout.NodeStatus{Phase: ph, Error: errText}
+	}
+	p.update(r)
+	set("n1", rollout.InProgress, "")
+	p.update(r)
+	p.update(r)
+	set("n1", rollout.Succeeded, "")
+	set("n2", rollout.InProgress, "")
+	p.update(r)
+	set("n2", rollout.Failed, "rolled\nback")
+	r.Status.State, r.Status.Reason = rollout.Halted, "node/n2: rolled\nback"
+	p.update(r)
+	p.finish(r)
+	want := `rollout/r1 Running
+rollout/r1 node/n1 InProgress wave=0
+rollout/r1 node/n1 Done wave=0
+rollout/r1 node/n2 InProgress wave=1
+rollout/r1 node/n2 Failed wave=1 error=rolled back
+rollout/r1 Halted reason=node/n2: rolled back
+`
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestPrintTable(t *testing.T) {
+	r := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("a"), Nodes: []string{"n1", "n2", "n3", "n4"}, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
+	r.Status.Nodes = map[string]rollout.NodeStatus{"n1": {Phase: rollout.Succeeded}, "n2": {Phase: rollout.InProgress}}
+	var buf bytes.Buffer
+	if err := rollout.PrintTable(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `rollout/r1: Running, kube-system/a over 4 nodes, max unavailable 2 (2), canary 1
+WAVE         STATE         DONE   IN-PROGRESS   WAITING   FAILED   NODES
+0 (canary)   done          1      0             0         0        n1(Done)
+1            in progress   0      1             1         0        n2(InProgress),n3
+2            waiting       0      0             1         0        n4
+`
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
