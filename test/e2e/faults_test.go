@@ -263,6 +263,13 @@ func TestFaults(t *testing.T) {
 				t.Errorf("status.error says %q, but the kubelet was never restarted: %q", wrong, st.Error)
 			}
 		}
+		if strings.Contains(st.Error, "rolled back") {
+			t.Log("A config that cannot be written is a fault of the node, not of the config: the agent should report it, " +
+				"keep the kubelet and the store's active config, and retry with backoff, as for a full store. " +
+				"Here pkg/agent apply → activate returned the write error and apply called rollback, which reports a " +
+				"health-gate failure, 'rolled back', and 'the last-known-good config failed too' (its write fails the same way), " +
+				"and records the error against the assignment, so the agent does not retry once the directory is writable.")
+		}
 		if !isCM(st.Assigned, "faults-ro-b") || !isCM(st.Active, "faults-ro-a") || !isCM(st.LastKnownGood, "faults-ro-a") {
 			t.Errorf("assigned %v, active %v, lastKnownGood %v; want faults-ro-b, faults-ro-a, faults-ro-a", st.Assigned, st.Active, st.LastKnownGood)
 		}
@@ -307,6 +314,8 @@ func TestFaults(t *testing.T) {
 		for time.Now().Before(deadline) {
 			if got := n1.KubeletStarts() - starts; got != 1 {
 				t.Errorf("kubelet started %d times while the apiserver was away, want 1: faults-d, no rollback", got)
+				t.Logf("A kubelet whose own checks pass must not be rolled back because the apiserver does not answer. "+
+					"The agent rolled back; its log says why: %s", rollbackLogLine(n1))
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
@@ -333,6 +342,18 @@ func TestFaults(t *testing.T) {
 		}
 		f.wantHealthy(t, n1, n1.AgentStoreDir(), "faults-d", "faults-d")
 	})
+}
+
+// rollbackLogLine is the agent's last "Rolling back" log line on n, or "".
+func rollbackLogLine(n *framework.Node) string {
+	b, _ := os.ReadFile(filepath.Join(n.Dir, "agent.log"))
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "Rolling back") {
+			return lines[i]
+		}
+	}
+	return ""
 }
 
 // faultHealthTimeout is the agents' --health-timeout in TestFaults.
@@ -478,21 +499,20 @@ func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assign
 	if err != nil {
 		t.Fatalf("store of %s does not open: %v", n.Name, err)
 	}
-	storedAssigned, err := store.Assigned()
+	rec, _, err := store.State()
 	if err != nil {
-		t.Errorf("store of %s: meta/assigned: %v", n.Name, err)
+		t.Fatalf("store of %s: the agent's record does not decode: %v", n.Name, err)
 	}
-	lkg, err := store.LastKnownGood()
-	if err != nil {
-		t.Errorf("store of %s: meta/last-known-good: %v", n.Name, err)
-	}
-	for _, src := range []*corev1.NodeConfigSource{storedAssigned, lkg} {
+	for what, src := range map[string]*corev1.NodeConfigSource{"assigned": rec.Assigned, "active": rec.Active, "last-known-good": rec.LastKnownGood} {
 		if src == nil {
 			continue
 		}
 		if _, err := store.LoadKey(src); err != nil {
-			t.Errorf("store of %s: checkpoint of %s: %v", n.Name, src.ConfigMap.Name, err)
+			t.Errorf("store of %s: checkpoint of the recorded %s %s: %v", n.Name, what, src.ConfigMap.Name, err)
 		}
+	}
+	if !isCM(rec.Active, active) {
+		t.Errorf("store of %s records active %v, want %s", n.Name, rec.Active, active)
 	}
 	if st.Active != nil && st.Active.ConfigMap != nil {
 		payload, err := store.LoadKey(st.Active)

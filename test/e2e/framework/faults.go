@@ -18,8 +18,9 @@ import (
 // restart that pauses, so that a test can act in the middle of an apply.
 
 // StopAPIServer stops kube-apiserver, by its PID, and keeps it stopped; etcd,
-// the kubelets and the agents keep running.
-func (c *Cluster) StopAPIServer() error { return c.apiserver.stop(15 * time.Second) }
+// the kubelets and the agents keep running. It sends SIGTERM and, as the
+// apiserver may wait for its clients' watches, SIGKILL after 5s.
+func (c *Cluster) StopAPIServer() error { return c.apiserver.stop(5 * time.Second) }
 
 // StartAPIServer starts kube-apiserver again with the flags, port and
 // certificates it had, and waits until /readyz says ok.
