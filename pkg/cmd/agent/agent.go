@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -88,7 +87,7 @@ func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 }
 
 // NewCmdAgent returns the agent command.
-func NewCmdAgent(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdAgent(f RESTConfigGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewAgentOptions(streams)
 	cmd := &cobra.Command{
 		Use:   "agent --dynamic-config-dir DIR --kubelet-config PATH",
@@ -99,9 +98,13 @@ checkpoints the config under --dynamic-config-dir, checks it, writes the
 kubelet's config, restarts the kubelet, gates on its health, rolls back to the
 last-known-good config on failure, and reports status on the Node.
 
-Run one agent per node, as a DaemonSet or a systemd unit, with the identity in
-deploy/rbac.yaml. It needs no apiserver to keep the kubelet on the right
-config: at start it puts the checkpointed config in place.`,
+Run one agent per node: as a DaemonSet with the identity in deploy/rbac.yaml
+(its pod's token, which deploy/admission-policy.yaml confines to its own
+Node), or as a systemd unit with the kubelet's own credential and
+deploy/rbac-host.yaml. The health gate reads /healthz and /configz from the
+kubelet itself (--kubelet-url), which needs get on nodes/healthz and
+nodes/configz, not nodes/proxy. It needs no apiserver to keep the kubelet on
+the right config: at start it puts the checkpointed config in place.`,
 		Example: `  # On a systemd host: replace /var/lib/kubelet/config.yaml, restart kubelet.service
   kubectl dkc agent --node-name "$(hostname)" \
     --dynamic-config-dir /var/lib/kubectl-dkc \
@@ -217,7 +220,7 @@ func (o *Options) Validate() error {
 }
 
 // Complete builds the client from kubectl's global flags.
-func (o *Options) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Command, _ []string) error {
+func (o *Options) Complete(f RESTConfigGetter, _ *cobra.Command, _ []string) error {
 	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
