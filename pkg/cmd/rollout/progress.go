@@ -38,6 +38,9 @@ func (p *progress) update(r *rollout.Rollout) {
 		_, _ = p.out.Write(buf.Bytes())
 		return
 	}
+	if p.state == "" {
+		p.printState(r)
+	}
 	wave := map[string]int{}
 	for _, w := range rollout.Waves(&r.Spec) {
 		for _, n := range w.Nodes {

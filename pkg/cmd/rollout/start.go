@@ -358,8 +358,12 @@ func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, targe
 	first := needs[0]
 	what := "config " + rollout.DescribeTarget(target)
 	if !o.Drain {
-		return nil, fmt.Errorf("%s changes %s on node/%s (and %d more nodes): the kubelet must not run pods through that change: add --drain to cordon and drain each such node first",
-			what, rollout.FormatChanges(first.Changes), first.Node, len(needs)-1)
+		where := "node/" + first.Node
+		if len(needs) > 1 {
+			where += fmt.Sprintf(" and %d more nodes", len(needs)-1)
+		}
+		return nil, fmt.Errorf("%s changes %s on %s: the kubelet must not run pods through that change: add --drain to cordon and drain each such node first",
+			what, rollout.FormatChanges(first.Changes), where)
 	}
 	if cm != nil {
 		if refused := kubeletconfig.Refused(first.Changes, cm.Annotations[source.AllowUnsafeAnnotation]); len(refused) > 0 {
