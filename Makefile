@@ -27,6 +27,11 @@ SOURCE_DATE_EPOCH ?= $(shell git show -s --format=%ct HEAD 2>/dev/null || echo 0
 AGENT ?= process
 # Which benchmarks `make bench` runs: a go test -bench regexp.
 BENCH ?= .
+# How long `make fuzz` runs each fuzz target (their seed corpora in
+# testdata/fuzz run in `make unit` anyway), and the targets, as PACKAGE:NAME.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./pkg/kubeletconfig:FuzzDecode ./pkg/source:FuzzAssignedAnnotation \
+	./pkg/source:FuzzStatusAnnotation ./pkg/checkpoint:FuzzMetaSource ./pkg/configz:FuzzTransform
 
 .PHONY: build
 build: ## Build _output/bin/kubectl-dkc
@@ -71,6 +76,13 @@ unit: ## Unit tests (no cluster)
 e2e: test-deps components components-v1.23 build image ## Tests on real etcd, kube-apiserver and kubelets
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
 	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s), one after another (docs/reliability.md)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
 
 .PHONY: bench
 bench: test-deps components components-v1.23 build ## Benchmarks on real components, or only those matching BENCH=regexp (docs/performance.md)

@@ -23,9 +23,9 @@ func TestPayload(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		"data": {cm: configMap(map[string]string{"kubelet": "{}"}, nil), key: "kubelet", want: "{}"},
+		"data":                {cm: configMap(map[string]string{"kubelet": "{}"}, nil), key: "kubelet", want: "{}"},
 		"empty value in data": {cm: configMap(map[string]string{"kubelet": ""}, nil), key: "kubelet", want: ""},
-		"binaryData": {cm: configMap(map[string]string{"x": ""}, map[string][]byte{"kubelet": []byte("kind: K")}), key: "kubelet", want: "kind: K"},
+		"binaryData":          {cm: configMap(map[string]string{"x": ""}, map[string][]byte{"kubelet": []byte("kind: K")}), key: "kubelet", want: "kind: K"},
 		"missing, lists data and binaryData keys sorted": {
 			cm:      configMap(map[string]string{"z": "", "a": ""}, map[string][]byte{"m": nil}),
 			key:     "kubelet",
