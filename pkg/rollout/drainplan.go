@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,12 @@ func (p *DrainPlanner) running(ctx context.Context, node *corev1.Node, askKubele
 	if !askKubelet {
 		return nil, nil
 	}
-	raw, err := configz.Fetch(ctx, p.Client.CoreV1().RESTClient(), node.Name)
+	rc := p.Client.CoreV1().RESTClient()
+	if rc == nil || reflect.ValueOf(rc).IsNil() {
+		p.warn("node/%s: no REST client to read its local config through /configz; assuming the kubelet's defaults", node.Name)
+		return nil, nil
+	}
+	raw, err := configz.Fetch(ctx, rc, node.Name)
 	if err == nil {
 		var doc []byte
 		if doc, err = configz.Transform(raw, ""); err == nil {

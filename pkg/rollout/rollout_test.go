@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -436,5 +437,74 @@ func TestRunDrainsOnlyListedNodes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"drain n2", "uncordon n2"}, d.calls); diff != "" {
 		t.Errorf("drainer calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunCountsNotReadyNodesAgainstTheBudget: with --max-unavailable 2 and
+// one node NotReady, only one node restarts at a time, as in MCO.
+func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {
+	client, names := newFleet(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	n3, _ := client.CoreV1().Nodes().Get(ctx, "n3", metav1.GetOptions{})
+	n3.Status.Conditions[0].Status = corev1.ConditionFalse
+	if _, err := client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := &fakeAgents{client: client, restart: 50 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
+	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run: %v, want the deadline (n3 never gets Ready)", err)
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	if agents.peak != 1 {
+		t.Errorf("peak %d nodes restarting at once, want 1: n3 NotReady holds the other slot", agents.peak)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if p := r.NodeStatus(n).Phase; p != Succeeded {
+			t.Errorf("node %s %s, want Done", n, p)
+		}
+	}
+	if p := r.NodeStatus("n3").Phase; p != InProgress {
+		t.Errorf("node n3 %s, want InProgress (runs the config, not Ready)", p)
+	}
+}
+
+func TestDrainPlanner(t *testing.T) {
+	partial := func(extra string) string {
+		return "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n" + extra
+	}
+	client := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static", Namespace: "kube-system"}, Data: map[string]string{"kubelet": partial("cpuManagerPolicy: static\n")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: "kube-system"}, Data: map[string]string{"kubelet": partial("maxPods: 20\n")}},
+	)
+	onStatic := readyNode("n1", nil)
+	onStatic.Annotations = map[string]string{source.StatusAnnotation: `{"active":{"configMap":{"namespace":"kube-system","name":"static","kubeletConfigKey":"kubelet"}}}`}
+	local := readyNode("n2", nil)
+	var warnings []string
+	p := &DrainPlanner{Client: client, Warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
+
+	// maxPods never drains; leaving static for the default does, on n1 only.
+	needs, err := p.Plan(context.Background(), []corev1.Node{*onStatic, *local}, cm("pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(needs) != 1 || needs[0].Node != "n1" || FormatChanges(needs[0].Changes) != `cpuManagerPolicy "static" -> ""` {
+		t.Errorf("needs %+v, want n1 for cpuManagerPolicy", needs)
+	}
+	// To static: n1 already runs it; n2's local config is unknown here (no
+	// configz): warned and taken as the defaults, so it drains.
+	needs, err = p.Plan(context.Background(), []corev1.Node{*onStatic, *local}, cm("static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(needs) != 1 || needs[0].Node != "n2" {
+		t.Errorf("needs %+v, want n2 only", needs)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "node/n2") {
+		t.Errorf("warnings %q, want one about n2", warnings)
 	}
 }
