@@ -1,0 +1,297 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Systemd is a real systemd manager (the host's /lib/systemd/systemd) running
+// as PID 1 of its own PID, mount, cgroup, UTS, IPC and network namespaces,
+// with a D-Bus system bus (the host's dbus-daemon, started by it as
+// dbus.service) inside. It loads only the units the test gives it: its
+// unit path is a private directory, /etc/systemd/system, /run and
+// /var/lib/systemd are private tmpfs mounts, /proc/sys and /sys are read-only,
+// and its cgroups are children of the test's own. The host's systemd, its
+// units and its system bus are never touched.
+//
+// A client reaches the manager through the bus socket, BusAddress: the path
+// goes through /proc/PID/root, so a process in the host's namespaces can
+// dial it as a DaemonSet pod dials the host's bus.
+type Systemd struct {
+	// Dir holds the unit directory and the manager's console log.
+	Dir string
+	// PID is the host PID of the manager (PID 1 in its namespace).
+	PID int
+
+	cmd     *exec.Cmd
+	cgroups []string
+}
+
+// systemdInit runs as PID 1 of the new namespaces, then becomes systemd.
+// $1 is the unit directory, $2 the file that stands in for /dev/console.
+const systemdInit = `set -eu
+mount --bind "$2" /dev/console
+mount -o bind,ro /proc/sys /proc/sys
+mount -t tmpfs -o mode=755 tmpfs /run
+mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
+mkdir /sys/fs/cgroup/systemd
+mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+mount -t tmpfs -o mode=755 tmpfs /etc/systemd/system
+mount -t tmpfs -o mode=755 tmpfs /var/lib/systemd
+mount -o remount,bind,ro /sys
+export SYSTEMD_UNIT_PATH="$1" container=dkc-e2e
+exec /lib/systemd/systemd --system --unit=dkc-e2e.target --log-target=console --log-level=info --show-status=no
+`
+
+// systemdBaseUnits start the system bus. systemd connects to it once
+// dbus.service runs, as on a host.
+var systemdBaseUnits = map[string]string{
+	"dkc-e2e.target": "[Unit]\nDescription=dkc e2e\nWants=dbus.socket dbus.service\n",
+	"dbus.socket":    "[Unit]\nDefaultDependencies=no\n[Socket]\nListenStream=/run/dbus/system_bus_socket\n",
+	"dbus.service": "[Unit]\nDefaultDependencies=no\nRequires=dbus.socket\n[Service]\n" +
+		"ExecStart=/usr/bin/dbus-daemon --system --address=systemd: --nofork --nopidfile --systemd-activation --syslog-only\n",
+}
+
+// PreflightSystemd says why this machine cannot run an isolated systemd.
+func PreflightSystemd() error {
+	var problems []string
+	if os.Geteuid() != 0 {
+		problems = append(problems, "must run as root: systemd runs in namespaces of its own")
+	}
+	for _, p := range []string{"/lib/systemd/systemd", "/usr/bin/dbus-daemon", "/usr/share/dbus-1/system.conf"} {
+		if _, err := os.Stat(p); err != nil {
+			problems = append(problems, fmt.Sprintf("missing %s: apt-get install systemd dbus", p))
+		}
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/systemd/cgroup.procs"); err != nil {
+		problems = append(problems, "no cgroup v1 name=systemd hierarchy at /sys/fs/cgroup/systemd (this harness runs systemd on cgroup v1 hosts)")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		problems = append(problems, "missing unshare: apt-get install util-linux")
+	}
+	if len(problems) > 0 {
+		return errors.New("cannot run an isolated systemd:\n  - " + strings.Join(problems, "\n  - "))
+	}
+	return nil
+}
+
+// StartSystemd starts a manager in dir with units (file name → contents)
+// besides the bus, and waits until its system bus answers on BusAddress.
+func StartSystemd(dir string, units map[string]string) (s *Systemd, err error) {
+	if err := PreflightSystemd(); err != nil {
+		return nil, err
+	}
+	unitDir := filepath.Join(dir, "units")
+	if err := os.MkdirAll(unitDir, 0o755); err != nil {
+		return nil, err
+	}
+	for name, body := range systemdBaseUnits {
+		if err := os.WriteFile(filepath.Join(unitDir, name), []byte(body), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	for name, body := range units {
+		if err := os.WriteFile(filepath.Join(unitDir, name), []byte(body), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	console := filepath.Join(dir, "console.log")
+	if err := os.WriteFile(console, nil, 0o644); err != nil {
+		return nil, err
+	}
+	s = &Systemd{Dir: dir}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	// A child cgroup of ours in every hierarchy: the cgroup namespace makes
+	// it the manager's root, so whatever it creates stays under it.
+	name := fmt.Sprintf("dkc-systemd-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if s.cgroups, err = makeChildCgroups(name); err != nil {
+		return s, err
+	}
+	script := "for c in \"$@\"; do echo $$ > \"$c/cgroup.procs\"; done\n" +
+		"exec unshare --pid --fork --mount-proc --mount --propagation private --cgroup --uts --ipc --net " +
+		"/bin/sh -c " + shellQuote(systemdInit) + " systemd-init " + shellQuote(unitDir) + " " + shellQuote(console)
+	s.cmd = exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, s.cgroups...)...)
+	log, err := os.Create(filepath.Join(dir, "unshare.log"))
+	if err != nil {
+		return s, err
+	}
+	defer log.Close()
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := s.cmd.Start(); err != nil {
+		return s, fmt.Errorf("start unshare: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			b, _ := os.ReadFile(filepath.Join(dir, "unshare.log"))
+			c, _ := os.ReadFile(console)
+			return s, fmt.Errorf("systemd exited (%v): %s%s", err, b, c)
+		default:
+		}
+		if s.PID == 0 {
+			s.PID = childOf(s.cmd.Process.Pid)
+		}
+		if s.PID != 0 {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", s.PID)); strings.TrimSpace(string(comm)) == "systemd" {
+				if _, err := os.Stat(s.Path("/run/dbus/system_bus_socket")); err == nil && s.busUp() {
+					return s, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			c, _ := os.ReadFile(console)
+			return s, fmt.Errorf("systemd's system bus did not come up within 30s; console:\n%s", c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// busUp reports whether dbus.service runs, so the bus routes to systemd.
+func (s *Systemd) busUp() bool {
+	out, err := s.Systemctl("is-active", "dbus.service")
+	return err == nil && strings.TrimSpace(out) == "active"
+}
+
+// BusAddress is the D-Bus address of the manager's system bus, for
+// DBUS_SYSTEM_BUS_ADDRESS.
+func (s *Systemd) BusAddress() string {
+	return "unix:path=" + s.Path("/run/dbus/system_bus_socket")
+}
+
+// Path is path inside the manager's mount namespace, seen from the host.
+func (s *Systemd) Path(path string) string {
+	return fmt.Sprintf("/proc/%d/root%s", s.PID, path)
+}
+
+// Systemctl runs the host's systemctl inside the manager's namespaces.
+func (s *Systemd) Systemctl(args ...string) (string, error) {
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "systemctl", "--no-pager"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Console is what the manager logged.
+func (s *Systemd) Console() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "console.log"))
+	return string(b)
+}
+
+// Stop kills the manager, which ends every process in its PID namespace,
+// and removes its cgroups.
+func (s *Systemd) Stop() {
+	if s.PID != 0 {
+		_ = syscall.Kill(s.PID, syscall.SIGKILL)
+	} else if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		// unshare exits once its child, the manager, is gone.
+		for i := 0; i < 100 && syscall.Kill(s.cmd.Process.Pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	removeCgroups(s.cgroups)
+	s.PID = 0
+}
+
+// makeChildCgroups creates cgroup name under this process's cgroup in every
+// hierarchy and returns their directories.
+func makeChildCgroups(name string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		var root string
+		switch ctrl := f[1]; {
+		case ctrl == "":
+			root = "/sys/fs/cgroup/unified"
+		case strings.HasPrefix(ctrl, "name="):
+			root = "/sys/fs/cgroup/" + strings.TrimPrefix(ctrl, "name=")
+		default:
+			root = "/sys/fs/cgroup/" + strings.Split(ctrl, ",")[0]
+		}
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		parent := filepath.Join(root, f[2])
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			removeCgroups(dirs)
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		dirs = append(dirs, dir)
+		// A cpuset cgroup takes no task until it has CPUs and memory nodes.
+		for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(parent, file)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, file), v, 0o644); err != nil {
+					removeCgroups(dirs)
+					return nil, fmt.Errorf("set up cgroup %s: %w", dir, err)
+				}
+			}
+		}
+	}
+	return dirs, nil
+}
+
+// removeCgroups removes each directory and the cgroups systemd made under
+// it, deepest first, retrying while the killed processes leave.
+func removeCgroups(dirs []string) {
+	for _, dir := range dirs {
+		var all []string
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				all = append(all, path)
+			}
+			return nil
+		})
+		sort.Slice(all, func(i, j int) bool { return len(all[i]) > len(all[j]) })
+		for _, d := range all {
+			for i := 0; i < 50; i++ {
+				if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// childOf returns the first child of pid, or 0.
+func childOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	child, _ := strconv.Atoi(f[0])
+	return child
+}
