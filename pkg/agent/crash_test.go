@@ -172,7 +172,7 @@ type crashScenario struct {
 	// the one that recovers.
 	configure func(a *Agent)
 	prepare   func(t *testing.T, ce *crashEnv)
-	action  func(t *testing.T, ce *crashEnv)
+	action    func(t *testing.T, ce *crashEnv)
 	// wantActive is the ConfigMap the node runs once recovered; "" is the
 	// local config.
 	wantActive string
