@@ -43,7 +43,12 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	now := metav1.NewMicroTime(e.opts.Clock.Now())
 
 	// 1. phases
-	r, observed, changed, err := Live(e.cur, func(name string) (*corev1.Node, error) {
+	// Phases that only follow the carrier (Done, Skipped, InProgress seen
+	// on a node someone else assigned) are written lazily, with the next
+	// write that must happen: any client derives them again from the
+	// nodes. What the carrier cannot tell is written before it matters:
+	// nodes about to be assigned, waves, soak, cordons and final states.
+	r, observed, lazy, err := Live(e.cur, func(name string) (*corev1.Node, error) {
 		node, err := e.nodes.Get(name)
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -64,6 +69,8 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		return e.follow(r, observed)
 	}
 
+	eager := false
+
 	// 2. halt
 	for _, name := range r.Spec.Nodes {
 		if rec := r.NodeStatus(name); rec.Phase == Failed {
@@ -83,7 +90,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		}
 		rec.Cordoned = false
 		r.Status.Nodes[name] = rec
-		changed = true
+		eager = true
 	}
 
 	// 4. done
@@ -116,12 +123,12 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 			case !healthy:
 				if r.Status.SoakSince != nil {
 					r.Status.SoakSince = nil
-					changed = true
+					eager = true
 				}
 				enter = false
 			case r.Status.SoakSince == nil:
 				r.Status.SoakSince = &metav1.Time{Time: now.Time}
-				changed = true
+				eager = true
 				enter = false
 				e.wake = now.Time.Add(soak)
 			case now.Time.Before(r.Status.SoakSince.Add(soak)):
@@ -131,7 +138,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		}
 		if enter {
 			r.Status.Wave, r.Status.SoakSince = current, nil
-			changed = true
+			eager = true
 		}
 	}
 
@@ -162,15 +169,21 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 			rec.Phase, rec.Started, rec.Previous = InProgress, &now, prev
 			rec.Cordoned = slices.Contains(r.Spec.Drain, name)
 			r.Status.Nodes[name] = rec
-			changed = true
+			eager = true
 		}
 	}
-	if changed {
+	if eager {
 		ok, err := e.write(ctx, r)
 		if err != nil || !ok {
 			return err != nil, err
 		}
-		e.notify(observed)
+	} else if lazy {
+		// Keep the lazy phases, with their times, for the next write; the
+		// resourceVersion stays the one read.
+		e.cur = r
+	}
+	if eager || lazy {
+		e.notify(r, observed)
 	}
 
 	// Assign every node recorded InProgress that does not hold its target
@@ -283,13 +296,13 @@ func (e *engine) finish(ctx context.Context, r *Rollout, observed map[string]Obs
 	if !ok {
 		return false, nil // lost a race: look again
 	}
-	e.notify(observed)
+	e.notify(e.cur, observed)
 	return true, stateError(e.cur)
 }
 
-func (e *engine) notify(observed map[string]Observed) {
+func (e *engine) notify(r *Rollout, observed map[string]Observed) {
 	if e.opts.OnChange != nil {
-		e.opts.OnChange(e.cur.DeepCopy(), observed)
+		e.opts.OnChange(r.DeepCopy(), observed)
 	}
 }
 
