@@ -38,7 +38,9 @@ func TestFakeWriter(t *testing.T) {
 	if got, _ := w.Effective(); string(got) != "operator's" {
 		t.Errorf("Effective after Restore without Apply = %q, want %q", got, "operator's")
 	}
-	for _, tc := range []struct{ payload, want string }{{"p", "p"}, {"", "local"}} {
+	// Not owned: the file as it is is the local config, as a real writer
+	// without a baseline or drop-in takes it.
+	for _, tc := range []struct{ payload, want string }{{"p", "p"}, {"", "operator's"}} {
 		var payload []byte
 		if tc.payload != "" {
 			payload = []byte(tc.payload)
