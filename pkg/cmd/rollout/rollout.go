@@ -58,6 +58,17 @@ See docs/rollout.md.`,
 	return cmd
 }
 
+// nameAndNamespace reads the optional NAME argument and -n of the commands
+// that act on one rollout.
+func nameAndNamespace(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) (string, string, error) {
+	name := ""
+	if len(args) == 1 {
+		name = args[0]
+	}
+	ns, err := util.ConfigNamespace(f, cmd)
+	return name, ns, err
+}
+
 // resolve returns the rollout named name, or the newest one when name is
 // empty.
 func resolve(ctx context.Context, store *rollout.Store, name string) (*rollout.Rollout, error) {

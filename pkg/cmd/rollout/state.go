@@ -86,14 +86,10 @@ func NewCmdSetState(f genericclioptions.RESTClientGetter, streams genericiooptio
 
 // Complete fills in the name, namespace, client and printer.
 func (o *StateOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
-	if len(args) == 1 {
-		o.Name = args[0]
-	}
-	ns, err := util.ConfigNamespace(f, cmd)
-	if err != nil {
+	var err error
+	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 		return err
 	}
-	o.Namespace = ns
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, o.verb.operation); err != nil {
 		return err
 	}
@@ -152,14 +148,10 @@ on a node's error, 3 timeout.`,
   kubectl dkc rollout resume my-node-config-5fd8t4bhgb-x7k2q --timeout 1h`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.Name = args[0]
-			}
-			ns, err := util.ConfigNamespace(f, cmd)
-			if err != nil {
+			var err error
+			if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 				return err
 			}
-			o.Namespace = ns
 			if o.Timeout < 0 {
 				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
 			}

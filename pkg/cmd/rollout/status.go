@@ -85,14 +85,10 @@ event otherwise, until the rollout is done, halted or aborted (exit codes 0,
 
 // Complete fills in the name, namespace, client and printer.
 func (o *StatusOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
-	if len(args) == 1 {
-		o.Name = args[0]
-	}
-	ns, err := util.ConfigNamespace(f, cmd)
-	if err != nil {
+	var err error
+	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 		return err
 	}
-	o.Namespace = ns
 	if *o.PrintFlags.OutputFormat != "" {
 		if o.Printer, err = o.PrintFlags.ToPrinter(); err != nil {
 			return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))

@@ -57,14 +57,10 @@ undo is undone. A running or paused rollout is aborted first.
   kubectl dkc rollout undo my-node-config-5fd8t4bhgb-x7k2q --max-unavailable 2 --canary 0 --wait`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.Name = args[0]
-			}
-			ns, err := util.ConfigNamespace(f, cmd)
-			if err != nil {
+			var err error
+			if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 				return err
 			}
-			o.Namespace = ns
 			if o.MaxUnavailable != "" {
 				if _, err := rollout.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 					return err
@@ -79,7 +75,7 @@ undo is undone. A running or paused rollout is aborted first.
 			if o.Client, err = util.Client(f); err != nil {
 				return err
 			}
-			o.start = &StartOptions{Client: o.Client, Namespace: ns, IOStreams: streams, Wait: o.Wait}
+			o.start = &StartOptions{Client: o.Client, Namespace: o.Namespace, IOStreams: streams, Wait: o.Wait}
 			cmd.SilenceUsage = true
 			return o.Run(cmd.Context())
 		},
