@@ -5,10 +5,11 @@
 //
 //	<dir>/store/
 //	  meta/
-//	    assigned              the assigned config source
-//	    last-known-good       the last-known-good config source
-//	    assigned-at           dkc: when the assignment was applied
-//	    last-error            dkc: the last error the agent reported
+//	    state                 dkc: the agent's record (State), the truth for its intent
+//	    assigned              the assigned config source (derived from state)
+//	    last-known-good       the last-known-good config source (derived from state)
+//	    assigned-at           dkc, older layout: the trial start (derived from state)
+//	    last-error            dkc, older layout: the assigned config's error (derived)
 //	  checkpoints/
 //	    <uid>/<resourceVersion>/<key>
 //	  baseline/               dkc: the node's local config, while dkc's is in place
@@ -28,6 +29,16 @@
 // different content (a damaged checkpoint) replaces it, as a whole. Keys,
 // uids and resourceVersions become file names, so each must be a base name
 // of at most 255 bytes (ErrInvalidKey).
+//
+// meta/state is the agent's record (State): assigned, active (the config
+// last written to the kubelet), last-known-good, the error with the config it
+// belongs to, and the trial start, in one JSON file written atomically. The
+// agent reads and writes only the record (State, SetState); SetState then
+// derives the other meta files, so that a kubelet's DKC code or an older dkc
+// reads the same intent. A store without a record (written by a kubelet or an
+// older dkc) is adopted: State builds the record from the older files. The
+// setters of the older files (SetAssigned, SetLastKnownGood, SetLastError)
+// are kept for that layout and for tests; once a record exists it wins.
 //
 // dkc adds files that upstream did not have:
 //   - meta/assigned-at holds the RFC 3339 time (nanoseconds, UTC) at which

@@ -441,11 +441,10 @@ func (s *Store) RemoveBaseline(name string) error {
 	return nil
 }
 
-// GC removes every checkpoint that neither the assigned nor the
-// last-known-good source names, and every uid directory left empty. It
+// GC removes every checkpoint that the record (State: assigned, active,
+// last-known-good) does not name, and every uid directory left empty. It
 // returns the directories of the checkpoints it removed. It removes nothing
-// if either meta file cannot be read, since it could not tell what is in
-// use.
+// if the record cannot be read, since it could not tell what is in use.
 func (s *Store) GC() ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
