@@ -179,6 +179,17 @@ type crashScenario struct {
 }
 
 var crashScenarios = map[string]crashScenario{
+	"apply after a rollback": {
+		prepare: func(t *testing.T, ce *crashEnv) {
+			ce.onLastKnownGood(t, "a", cfgA)
+			ce.configMap(t, "bad", badPayload, nil)
+			ce.assign(t, "bad")
+			ce.sync(t)
+			ce.configMap(t, "b", cfgB, nil)
+		},
+		action:     func(t *testing.T, ce *crashEnv) { ce.assign(t, "b"); ce.syncIgnoringErrors(t) },
+		wantActive: "b",
+	},
 	"apply of a CPU manager policy change (stop, remove state, start)": {
 		prepare: func(t *testing.T, ce *crashEnv) {
 			ce.onLastKnownGood(t, "a", cfgA)
@@ -313,6 +324,7 @@ var crashScenarios = map[string]crashScenario{
 func TestCrashCampaign(t *testing.T) {
 	quietKlog(t)
 	total := 0
+	var counts []string
 	began := time.Now()
 	for _, mode := range []kubelet.ApplyMode{kubelet.Replace, kubelet.DropIn} {
 		for _, name := range slices.Sorted(func(yield func(string) bool) {
@@ -334,10 +346,11 @@ func TestCrashCampaign(t *testing.T) {
 					runCrashPoint(t, prepared, sc, k)
 				}
 				total += ops
-				t.Logf("%d crash points", ops)
+				counts = append(counts, fmt.Sprintf("%-8s %-70s %3d", mode, name, ops))
 			})
 		}
 	}
+	t.Logf("crash points per path:\n%s", strings.Join(counts, "\n"))
 	t.Logf("crash campaign: %d crash points in %s", total, time.Since(began).Round(time.Millisecond))
 	if total < 1000 && !t.Failed() {
 		t.Errorf("crash campaign ran %d crash points, want at least 1000", total)
