@@ -127,6 +127,9 @@ func TestFaults(t *testing.T) {
 		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
 		f.release(t, gate)
 
+		// The status from before faults-b already reads "faults-a": first
+		// wait for the kubelet's restart back to faults-a.
+		waitFor(t, time.Minute, "the kubelet's restart back to faults-a", func() bool { return n1.KubeletStarts()-starts >= 2 })
 		st := waitStatus(t, c, n1.Name, time.Minute, "active faults-a", func(st *corev1.NodeConfigStatus) bool {
 			return st != nil && st.Error == "" && isCM(st.Assigned, "faults-a") && isCM(st.Active, "faults-a")
 		})
