@@ -136,6 +136,7 @@ func TestFaults(t *testing.T) {
 		if !isCM(st.LastKnownGood, "faults-a") {
 			t.Errorf("lastKnownGood %v, want faults-a", st.LastKnownGood)
 		}
+		f.wantHistoryAfter(t, n1.Name, began, []string{"faults-b", "faults-a"})
 		time.Sleep(3 * time.Second) // room for a wrong restart
 		// B, then A again: no rollback, no third restart.
 		if got := n1.KubeletStarts() - starts; got != 2 {
@@ -143,7 +144,6 @@ func TestFaults(t *testing.T) {
 		}
 		wantCondition(t, c, n1.Name, "True", "Applied")
 		f.wantHealthy(t, n1, n1.AgentStoreDir(), "faults-a", "faults-a")
-		f.wantHistoryAfter(t, n1.Name, began, []string{"faults-b", "faults-a"})
 	})
 
 	t.Run("ConfigMap deleted during its apply: the kubelet runs it from the checkpoint", func(t *testing.T) {
@@ -527,42 +527,54 @@ func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assign
 	}
 }
 
-// wantHistoryAfter checks the node's config history, when the agent writes
-// one: the entries since began apply names in order, with no rollback.
+// wantHistoryAfter waits up to a minute for the node's config history, when
+// the agent writes one, to list since began the applies of names, in order,
+// and nothing else: no rollback.
 func (f *faultEnv) wantHistoryAfter(t *testing.T, node string, began time.Time, names []string) {
 	t.Helper()
-	n, err := f.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := source.History(n)
-	if err != nil {
-		t.Errorf("history of %s does not decode: %v", node, err)
-		return
-	}
-	if h == nil {
-		t.Logf("%s has no %s annotation; the agent does not write one yet", node, source.HistoryAnnotation)
-		return
-	}
-	var got []string
-	for i, e := range h {
-		if i > 0 && e.Time.Before(&h[i-1].Time) {
-			t.Errorf("history of %s goes back in time at entry %d: %+v", node, i, h)
-		}
-		if e.Time.Time.Before(began.Truncate(time.Second)) {
-			continue
-		}
-		name := "local"
-		if e.Source != nil && e.Source.ConfigMap != nil {
-			name = e.Source.ConfigMap.Name
-		}
-		got = append(got, name+" "+e.Result)
-	}
 	var want []string
 	for _, name := range names {
 		want = append(want, name+" "+source.ResultApplied)
 	}
-	if strings.Join(got, ", ") != strings.Join(want, ", ") {
-		t.Errorf("history of %s since %s: %v, want %v", node, began.Format(time.RFC3339), got, want)
+	var got []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := f.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := source.History(n)
+		if err != nil {
+			t.Errorf("history of %s does not decode: %v", node, err)
+			return
+		}
+		if h == nil {
+			t.Logf("%s has no %s annotation; the agent does not write one", node, source.HistoryAnnotation)
+			return
+		}
+		got = got[:0]
+		for i, e := range h {
+			if i > 0 && e.Time.Before(&h[i-1].Time) {
+				t.Errorf("history of %s goes back in time at entry %d: %+v", node, i, h)
+				return
+			}
+			if e.Time.Time.Before(began.Truncate(time.Second)) {
+				continue
+			}
+			name := "local"
+			if e.Source != nil && e.Source.ConfigMap != nil {
+				name = e.Source.ConfigMap.Name
+			}
+			got = append(got, name+" "+e.Result)
+		}
+		if strings.Join(got, ", ") == strings.Join(want, ", ") {
+			t.Logf("history of %s since %s: %v", node, began.Format(time.RFC3339), got)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("history of %s since %s: %v, want %v", node, began.Format(time.RFC3339), got, want)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
