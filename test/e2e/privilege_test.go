@@ -138,7 +138,7 @@ func TestPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := heartbeats(t, beatClient, a.Name, beats)
+	before := heartbeats(t, c, beatClient, a.Name, beats)
 
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "admission-policy.yaml"), false); err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestPrivilege(t *testing.T) {
 	waitFor(t, 30*time.Second, "the per-node policy to deny an unbound token", func() bool {
 		return deniedWith(patch(clientUnbound, a.Name, statusPatch, true, "status"), noNodeMessage)
 	})
-	after := heartbeats(t, beatClient, a.Name, beats)
+	after := heartbeats(t, c, beatClient, a.Name, beats)
 
 	t.Run("what the policies cost a heartbeat", func(t *testing.T) {
 		t.Logf("%d node-status patches by %s's own credential: without the policies %s; with them %s",
@@ -393,9 +393,18 @@ func TestPrivilege(t *testing.T) {
 }
 
 // heartbeats patches node's status n times with client, as a kubelet's
-// heartbeat does, and summarizes the latencies.
-func heartbeats(t *testing.T, client kubernetes.Interface, node string, n int) string {
+// heartbeat does, and summarizes the latencies seen by the client and the
+// mean time the apiserver spent in its ValidatingAdmissionPolicy admission
+// plugin per UPDATE meanwhile (from its
+// apiserver_admission_controller_admission_duration_seconds histogram).
+func heartbeats(t *testing.T, c *framework.Cluster, client kubernetes.Interface, node string, n int) string {
 	t.Helper()
+	vap := func() (sum, count float64) {
+		const m = "apiserver_admission_controller_admission_duration_seconds"
+		labels := []string{`name="ValidatingAdmissionPolicy"`, `operation="UPDATE"`}
+		return apiserverMetric(t, c, m+"_sum", labels...), apiserverMetric(t, c, m+"_count", labels...)
+	}
+	sum0, count0 := vap()
 	d := make([]time.Duration, 0, n)
 	for i := range n {
 		body := fmt.Sprintf(`{"metadata":{"annotations":{"%se2e-heartbeat":"%d"}}}`, source.Prefix, i)
@@ -405,9 +414,12 @@ func heartbeats(t *testing.T, client kubernetes.Interface, node string, n int) s
 		}
 		d = append(d, time.Since(began))
 	}
+	sum1, count1 := vap()
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	q := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))].Round(10 * time.Microsecond) }
-	return fmt.Sprintf("median %s, p90 %s, p99 %s", q(0.5), q(0.9), q(0.99))
+	mean := time.Duration((sum1 - sum0) / (count1 - count0) * float64(time.Second))
+	return fmt.Sprintf("client median %s, p90 %s, p99 %s; admission plugin ValidatingAdmissionPolicy %s per UPDATE (mean of %.0f)",
+		q(0.5), q(0.9), q(0.99), mean.Round(100*time.Nanosecond), count1-count0)
 }
 
 // canI runs the pinned kubectl's `auth can-i` with kubeconfig and returns
