@@ -508,3 +508,47 @@ func TestDrainPlanner(t *testing.T) {
 		t.Errorf("warnings %q, want one about n2", warnings)
 	}
 }
+
+func TestStoreRoundTrip(t *testing.T) {
+	client := fake.NewClientset()
+	store := &Store{Client: client, Namespace: "kube-system"}
+	now := metav1.NewMicroTime(time.Date(2026, 11, 23, 5, 0, 0, 123000, time.UTC))
+	in := New("kube-system", "r1", Spec{
+		Config: cm("a"), Targets: map[string]*corev1.NodeConfigSource{"n2": nil}, Nodes: []string{"n1", "n2"},
+		MaxUnavailable: intstr.FromString("10%"), Canary: 1, Soak: metav1.Duration{Duration: time.Minute},
+	})
+	in.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress, Previous: cm("old"), Started: &now}}
+	created, err := store.Create(context.Background(), in, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmObj, err := client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "dkc-rollout-r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmObj.Labels[Label] != "r1" {
+		t.Errorf("labels %v, want %s=r1", cmObj.Labels, Label)
+	}
+	got, err := store.Get(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(created.Spec, got.Spec); diff != "" {
+		t.Errorf("spec (-created +read):\n%s", diff)
+	}
+	if diff := cmp.Diff(in.Status.Nodes, got.Status.Nodes); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	if tgt, ok := got.Spec.Targets["n2"]; !ok || tgt != nil {
+		t.Errorf("target of n2 %v (present %v), want an explicit local config", tgt, ok)
+	}
+	if _, err := store.Get(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of a missing rollout: %v, want ErrNotFound", err)
+	}
+	if _, err := store.SetState(context.Background(), "r1", Paused, "", Running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SetState(context.Background(), "r1", Running, "", Halted); errString(err) != `rollout "r1" is Paused: it can be made Running only from Halted` {
+		t.Errorf("SetState from the wrong state: %v", err)
+	}
+}
