@@ -176,6 +176,9 @@ type crashScenario struct {
 	// wantActive is the ConfigMap the node runs once recovered; "" is the
 	// local config.
 	wantActive string
+	// badRecorded: the failure of badPayload was recorded before the
+	// action, so no crash may ever put it back on the kubelet.
+	badRecorded bool
 }
 
 var crashScenarios = map[string]crashScenario{
@@ -187,8 +190,9 @@ var crashScenarios = map[string]crashScenario{
 			ce.sync(t)
 			ce.configMap(t, "b", cfgB, nil)
 		},
-		action:     func(t *testing.T, ce *crashEnv) { ce.assign(t, "b"); ce.syncIgnoringErrors(t) },
-		wantActive: "b",
+		action:      func(t *testing.T, ce *crashEnv) { ce.assign(t, "b"); ce.syncIgnoringErrors(t) },
+		wantActive:  "b",
+		badRecorded: true,
 	},
 	"apply of a CPU manager policy change (stop, remove state, start)": {
 		prepare: func(t *testing.T, ce *crashEnv) {
@@ -220,8 +224,9 @@ var crashScenarios = map[string]crashScenario{
 			ce.assign(t, "bad")
 			ce.sync(t)
 		},
-		action:     func(t *testing.T, ce *crashEnv) { ce.assign(t, ""); ce.syncIgnoringErrors(t) },
-		wantActive: "",
+		action:      func(t *testing.T, ce *crashEnv) { ce.assign(t, ""); ce.syncIgnoringErrors(t) },
+		wantActive:  "",
+		badRecorded: true,
 	},
 	"startup adopts an older store": {
 		// An older dkc recorded bad as failed in the old layout, and died
@@ -240,7 +245,8 @@ var crashScenarios = map[string]crashScenario{
 			_ = ce.a.startup(context.Background())
 			ce.syncIgnoringErrors(t)
 		},
-		wantActive: "a",
+		wantActive:  "a",
+		badRecorded: true,
 	},
 	"first apply (takes the baseline)": {
 		prepare:    func(t *testing.T, ce *crashEnv) { ce.configMap(t, "a", cfgA, nil) },
@@ -387,8 +393,10 @@ func runCrashPoint(t *testing.T, prepared *crashEnv, sc crashScenario, crashAt i
 	}
 	checkStoreDecodes(t, ce, point)
 	checkConfigIsKnown(t, ce, point)
+	checkNotBad(t, ce, sc, point+", after startup")
 	for range 3 {
 		ce.syncIgnoringErrors(t)
+		checkNotBad(t, ce, sc, point+", after a sync")
 	}
 	checkStoreDecodes(t, ce, point)
 	checkConfigIsKnown(t, ce, point)
@@ -402,6 +410,17 @@ func lastOp(f *atomicfiletest.FaultFS, crashAt int) string {
 		return "no crash"
 	}
 	return f.Trace[crashAt-1]
+}
+
+// checkNotBad fails if the kubelet's config holds badPayload after its
+// failure was recorded.
+func checkNotBad(t *testing.T, ce *crashEnv, sc crashScenario, point string) {
+	t.Helper()
+	effective, err := ce.a.Writer.Effective()
+	must(t, err)
+	if sc.badRecorded && strings.Contains(string(effective), `"maxPods":66`) {
+		t.Fatalf("%s: the kubelet's config is the one whose failure was recorded", point)
+	}
 }
 
 func checkStoreDecodes(t *testing.T, ce *crashEnv, point string) {
