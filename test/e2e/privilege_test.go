@@ -182,8 +182,8 @@ func TestPrivilege(t *testing.T) {
 	}
 	t.Run("a pod-bound token writes its own Node and no other", func(t *testing.T) {
 		for _, tc := range []struct {
-			who       string
-			client    kubernetes.Interface
+			who        string
+			client     kubernetes.Interface
 			own, other string
 		}{{"agent on " + a.Name, clientA, a.Name, b.Name}, {"agent on " + b.Name, clientB, b.Name, a.Name}} {
 			for what, body := range map[string][]byte{"status": stPatch, "an annotation": statusPatch} {
