@@ -90,9 +90,11 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 	} else {
 		requeue, err = a.apply(ctx, node, c, want, cm, st)
 	}
-	if err != nil && ctx.Err() == nil {
+	var cerr *configError
+	if err != nil && ctx.Err() == nil && !errors.As(err, &cerr) {
 		// The status must not keep claiming what a failed step meant to
-		// do: report what the kubelet's config holds now.
+		// do: report what the kubelet's config holds now. (A configError
+		// was reported where it arose.)
 		a.reportObserved(ctx, node, c, want, err)
 	}
 	return requeue, err
