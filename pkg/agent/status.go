@@ -93,7 +93,7 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		cur = nil
 	}
 	statusChanged := !r.keepStatus && !apiequality.Semantic.DeepEqual(cur, r.status) || (r.status != nil && curCarrier != r.carrier)
-	history, err := a.history(node, r.history)
+	history, err := a.history(ctx, node, r.history)
 	if err != nil {
 		return err
 	}
@@ -163,13 +163,13 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 
 // history returns the value of node's history annotation with e appended,
 // or "" when e is nil or repeats the last entry.
-func (a *Agent) history(node *corev1.Node, e *source.HistoryEntry) (string, error) {
+func (a *Agent) history(ctx context.Context, node *corev1.Node, e *source.HistoryEntry) (string, error) {
 	if e == nil {
 		return "", nil
 	}
 	h, err := source.History(node)
 	if err != nil {
-		klog.Background().Info("Replacing an unreadable config history", "err", err)
+		klog.FromContext(ctx).Info("Replacing an unreadable config history", "err", err)
 		h = nil
 	}
 	if n := len(h); n > 0 {
