@@ -13,6 +13,10 @@ BIN := _output/bin
 # Debian packages the real-component tests need.
 TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux
 E2E_TIMEOUT ?= 60m
+# Where hack/build-components.sh puts the v1.36.3 components and the pinned
+# kubectl: first on PATH for `make demo` and `make cluster-up`, so a machine
+# without kubectl runs them.
+COMPONENTS_DIR ?= $(or $(DKC_BIN_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-dkc/bin/v1.36.3)
 # How many kubelets `make cluster-up` starts.
 NODES ?= 2
 # The agent image (make image): its name, tag and platforms. Timestamps in it
@@ -37,6 +41,10 @@ FUZZ_TARGETS := ./pkg/kubeletconfig:FuzzDecode ./pkg/source:FuzzAssignedAnnotati
 build: ## Build _output/bin/kubectl-dkc
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-dkc .
 
+.PHONY: agent
+agent: ## Build _output/bin/kubectl-dkc-agent, the slim node agent (DaemonSet image, systemd unit)
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/kubectl-dkc-agent ./cmd/kubectl-dkc-agent
+
 .PHONY: install
 install: build ## Install kubectl-dkc into /usr/local/bin, where kubectl finds it
 	install -m 0755 $(BIN)/kubectl-dkc /usr/local/bin/kubectl-dkc
@@ -48,6 +56,10 @@ components: ## Build kube-apiserver, kubelet and etcd from Go modules (cached)
 .PHONY: components-v1.23
 components-v1.23: ## Build kube-apiserver and kubelet v1.23.17, the original DKC (cached)
 	hack/build-components-v1.23.sh
+
+.PHONY: components-v1.33
+components-v1.33: ## Build kubelet v1.33.13, the oldest the skew policy allows under apiserver 1.36 (cached)
+	hack/build-components-v1.33.sh
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the e2e tests need, when missing
@@ -73,8 +85,8 @@ unit: ## Unit tests (no cluster)
 	cd hack/image && go test ./...
 
 .PHONY: e2e
-e2e: test-deps components components-v1.23 build image ## Tests on real etcd, kube-apiserver and kubelets
-	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
+e2e: test-deps components components-v1.23 components-v1.33 build agent image ## Tests on real etcd, kube-apiserver and kubelets
+	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
 	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
 
 .PHONY: fuzz
@@ -85,14 +97,15 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s), one after another (doc
 	done
 
 .PHONY: bench
-bench: test-deps components components-v1.23 build ## Benchmarks on real components, or only those matching BENCH=regexp (docs/performance.md)
-	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc go test -v -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=1 -timeout 60m ./test/e2e/
+bench: test-deps components components-v1.23 build agent ## Benchmarks on real components, or only those matching BENCH=regexp (docs/performance.md)
+	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent go test -v -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=1 -timeout 60m ./test/e2e/
 
 .PHONY: test
 test: fmt-check vet unit e2e ## Everything CI runs
 
 .PHONY: cluster-up
-cluster-up: test-deps build $(if $(filter daemonset,$(AGENT)),image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods)
+cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
+cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT)),image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods)
 	AGENT=$(AGENT) hack/local-cluster.sh up $(NODES)
 
 .PHONY: cluster-down
@@ -100,7 +113,8 @@ cluster-down: ## Stop the local cluster and remove everything it made
 	hack/local-cluster.sh down
 
 .PHONY: demo
-demo: test-deps build ## The seed workflow, end to end, on a local cluster
+demo: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
+demo: test-deps components build ## The seed workflow, end to end, on a local cluster
 	hack/demo.sh
 
 .PHONY: image

@@ -4,7 +4,11 @@
 # node). Prints every command and its output, then tears the cluster down.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export PATH=$root/_output/bin:$PATH
+# The pinned kubectl (built with the components) first: a machine without
+# kubectl runs the demo, and every kubectl here is the version tested.
+components=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/v1.36.3}
+export PATH=$components:$root/_output/bin:$PATH
+echo "kubectl is $components/kubectl; to run these commands yourself: export PATH=$components:$root/_output/bin:\$PATH"
 export DKC_CLUSTER_DIR=${DKC_CLUSTER_DIR:-/tmp/kubectl-dkc-demo}
 work=$(mktemp -d)
 node=dkc-node-1

@@ -15,6 +15,11 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${DKC_CLUSTER_DIR:-/tmp/kubectl-dkc-cluster}
 pidfile=$dir/cluster.pid
+# The pinned kubectl comes with the components: first on PATH here, and in
+# the export line printed for the person at the terminal.
+components=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/v1.36.3}
+export PATH=$components:$root/_output/bin:$PATH
+path_line="export PATH=$components:$root/_output/bin:\$PATH"
 bin=$root/_output/bin/dkc-cluster
 
 # running: the recorded PID is alive and still dkc-cluster (not a reused PID).
@@ -28,11 +33,14 @@ running() {
 case ${1:-} in
 up)
   if running; then
-    echo "cluster already running (pid $(cat "$pidfile")); export KUBECONFIG=$dir/kubeconfig"
+    echo "cluster already running (pid $(cat "$pidfile"))"
+    echo "$path_line"
+    echo "export KUBECONFIG=$dir/kubeconfig"
     exit 0
   fi
   mkdir -p "$dir" "$root/_output/bin"
-  "$root/hack/build-components.sh" >/dev/null
+  # The first build prints what it builds and its progress; later, one line.
+  "$root/hack/build-components.sh" | grep --line-buffered -v "^/" || true
   (cd "$root" && go build -o "$bin" ./hack/cluster)
   # One dkc agent per node, from the kubectl-dkc that make build produced.
   agent=$root/_output/bin/kubectl-dkc
@@ -70,9 +78,11 @@ up)
   if [[ ${AGENT:-process} == daemonset ]]; then
     echo "agents run in pods: kubectl get pods -n kube-system -o wide; kubectl dkc status"
   fi
+  echo "$path_line"
   echo "export KUBECONFIG=$dir/kubeconfig"
   ;;
 env)
+  echo "$path_line"
   echo "export KUBECONFIG=$dir/kubeconfig"
   ;;
 down)
