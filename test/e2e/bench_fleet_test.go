@@ -132,6 +132,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	args := []string{"rollout", "start", "--config", "fleet-target", "--all",
 		"--max-unavailable", maxUnavailable, "--canary", "0", "--wait", "--timeout", "30m"}
 	b.StartTimer()
+	began := time.Now()
 	out, wall, err := runTimed(c.Kubeconfig, append([]string{dkcBinary}, args...)...)
 	b.StopTimer()
 	if err != nil {
@@ -170,6 +171,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.Errorf("peak of %d nodes in restart or health gate at once, over the budget of %d", peak, budget)
 	}
 
+	lead, spread, handover, lastEnd := fleet.waveTimes(budget, began)
+	tail := began.Add(wall).Sub(lastEnd)
+	spreadS, handoverS := summarize(spread), summarize(handover)
+
 	ideal := time.Duration(math.Ceil(float64(n)/float64(budget))) * (restart + gate)
 	ratio := wall.Seconds() / ideal.Seconds()
 	var sb strings.Builder
@@ -178,6 +183,11 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "ideal ceil(N/budget)*(r+g) %s\n", ideal)
 	fmt.Fprintf(&sb, "ratio                  %.2f (goal <= 1.2)\n", ratio)
 	fmt.Fprintf(&sb, "peak in progress       %d (budget %d)\n", peak, budget)
+	fmt.Fprintf(&sb, "where the time over the ideal went, over %d waves:\n", len(spread))
+	fmt.Fprintf(&sb, "  CLI start to the first restart     %s\n", ms(lead))
+	fmt.Fprintf(&sb, "  spread of a wave's restart starts  median %s, max %s\n", ms(spreadS.median), ms(spreadS.max))
+	fmt.Fprintf(&sb, "  a wave's last gate to the next wave's first restart  median %s, max %s\n", ms(handoverS.median), ms(handoverS.max))
+	fmt.Fprintf(&sb, "  the last gate to the CLI's exit     %s\n", ms(tail))
 	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node: %s\n", reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), verbDelta(verbsBefore, verbsAfter))
 	fmt.Fprintf(&sb, "agents' requests       %d, %.1f per node: %s\n", agentReq.total(), float64(agentReq.total())/float64(n), agentReq)
 	fmt.Fprintf(&sb, "agents' Go heap        idle %.1f MiB, after the rollout %.1f MiB (%.0f KiB per agent)\n",
@@ -192,6 +202,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 	b.ReportMetric(ratio, "wall/ideal")
 	b.ReportMetric(float64(peak), "peak-in-progress")
 	b.ReportMetric(float64(budget), "budget")
+	b.ReportMetric(spreadS.median.Seconds(), "median-wave-spread-s")
+	b.ReportMetric(handoverS.median.Seconds(), "median-wave-handover-s")
 	b.ReportMetric((reqAfter-reqBefore)/float64(n), "apiserver-requests/node")
 	b.ReportMetric(float64(agentReq.total())/float64(n), "agent-requests/node")
 	b.ReportMetric(mib(heapAfter-heapBefore), "agents-heap-MiB")
@@ -226,6 +238,47 @@ type fleet struct {
 	// startup is how long the agents took to list and watch their nodes.
 	startup     time.Duration
 	broadcaster record.EventBroadcaster
+
+	mu sync.Mutex
+	// starts and ends are when each restart began and each gate ended.
+	starts, ends []time.Time
+}
+
+func (f *fleet) record(to *[]time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*to = append(*to, time.Now())
+}
+
+// waveTimes splits the restarts into waves of size budget, in the order
+// they began, and returns for each wave how long after began its first
+// restart started (lead), the spread of its restarts' starts (from the first
+// to the last), and the time from the previous wave's last gate to its first
+// restart (handover, from the second wave on), and when the last gate
+// ended. With waves that wait for each other and never more than budget
+// nodes in progress, the k-th budget of restarts in time order is wave k.
+func (f *fleet) waveTimes(budget int, began time.Time) (lead time.Duration, spread, handover []time.Duration, lastEnd time.Time) {
+	f.mu.Lock()
+	starts := append([]time.Time(nil), f.starts...)
+	ends := append([]time.Time(nil), f.ends...)
+	f.mu.Unlock()
+	byTime := func(t []time.Time) { sort.Slice(t, func(i, j int) bool { return t[i].Before(t[j]) }) }
+	byTime(starts)
+	byTime(ends)
+	for w := 0; w*budget < len(starts); w++ {
+		first, last := w*budget, min((w+1)*budget, len(starts))-1
+		spread = append(spread, starts[last].Sub(starts[first]))
+		if w > 0 && first-1 < len(ends) {
+			handover = append(handover, starts[first].Sub(ends[first-1]))
+		}
+	}
+	if len(starts) > 0 {
+		lead = starts[0].Sub(began)
+	}
+	if len(ends) > 0 {
+		lastEnd = ends[len(ends)-1]
+	}
+	return lead, spread, handover, lastEnd
 }
 
 // startFleet starts one agent per node and returns once every agent's
@@ -266,6 +319,7 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			in := f.inProgress.Add(1)
 			for p := f.peak.Load(); in > p && !f.peak.CompareAndSwap(p, in); p = f.peak.Load() {
 			}
+			f.record(&f.starts)
 			time.Sleep(restart)
 		}}
 		f.restarters[node.Name] = r
@@ -275,7 +329,10 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			Store:          store,
 			Writer:         &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(fleetLocal), Current: []byte(fleetLocal)},
 			Restarter:      r,
-			Prober:         &slowProber{gate: gate, done: func() { f.inProgress.Add(-1) }},
+			Prober: &slowProber{gate: gate, done: func() {
+				f.record(&f.ends)
+				f.inProgress.Add(-1)
+			}},
 			Clock:          clock.RealClock{},
 			Recorder:       f.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: node.Name}),
 			Metrics:        agent.NewMetrics(),
