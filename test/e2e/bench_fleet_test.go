@@ -324,11 +324,11 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 		}}
 		f.restarters[node.Name] = r
 		a := &agent.Agent{
-			Client:         client,
-			NodeName:       node.Name,
-			Store:          store,
-			Writer:         &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(fleetLocal), Current: []byte(fleetLocal)},
-			Restarter:      r,
+			Client:    client,
+			NodeName:  node.Name,
+			Store:     store,
+			Writer:    &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(fleetLocal), Current: []byte(fleetLocal)},
+			Restarter: r,
 			Prober: &slowProber{gate: gate, done: func() {
 				f.record(&f.ends)
 				f.inProgress.Add(-1)
