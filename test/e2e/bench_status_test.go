@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +12,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -22,9 +26,11 @@ const statusNodes = 5000
 // BenchmarkStatusAtScale creates 5000 simulated Node objects on a real
 // kube-apiserver v1.36.3 (no kubelets), shaped as kubelets register them
 // and as dkc agents annotate them, and times the built `kubectl dkc status`
-// against the pinned `kubectl get nodes` over the same nodes in the same
-// run, alternating, as separate processes whose output goes to a pipe. The
-// figure of merit is the ratio of their medians (goal: at most 1.0).
+// and `kubectl dkc rollout status` (of a rollout over every node, left
+// Running with its canary in progress) against the pinned `kubectl get
+// nodes` over the same nodes in the same run, in rotating order, as
+// separate processes whose output goes to a pipe. The figures of merit are
+// the ratios of their medians to get nodes' (goal: at most 1.0).
 //
 // Run it with -benchtime=1x (make bench); DKC_BENCH_STATUS_REPS sets the
 // number of timed runs of each command (default 7).
@@ -65,25 +71,45 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	}
 	b.Logf("created %d Node objects in %s (32 concurrent clients)", count, took.Round(time.Millisecond))
 
+	// A rollout over every node, for `rollout status`: started, then left
+	// Running with its canary in progress, as no agent runs here.
+	if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-c", Namespace: source.DefaultNamespace},
+		Data:       map[string]string{source.DefaultKey: fleetTarget},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	_, _, err = runTimed(c.Kubeconfig, dkcBinary, "rollout", "start", "--config", "kubelet-c", "--all",
+		"--max-unavailable", "10%", "--name", "bench-status", "--wait", "--timeout", "5s")
+	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) || exitErr.ExitCode() != dkcstatus.ExitTimeout {
+		b.Fatalf("rollout start --wait --timeout 5s with no agents: %v; want exit code %d (timeout)", err, dkcstatus.ExitTimeout)
+	}
+
 	type command struct {
 		name string
 		argv []string
-		// rows is the number of lines it must print: a header and one
-		// row per node.
+		// rows is the number of lines it must print (a header and one
+		// row per node), or, when negative, a string it must print.
 		rows int
+		want string
 		runs []time.Duration
 	}
 	cmds := []*command{
 		{name: "kubectl dkc status", argv: []string{dkcBinary, "status"}, rows: count + 1},
 		{name: "kubectl get nodes", argv: []string{kubectl, "get", "nodes"}, rows: count + 1},
+		{name: "kubectl dkc rollout status", argv: []string{dkcBinary, "rollout", "status", "bench-status"}, rows: -1,
+			want: fmt.Sprintf("rollout/bench-status: Running, kube-system/kubelet-c over %d nodes", count)},
 	}
 	run := func(cmd *command) (time.Duration, error) {
 		out, took, err := runTimed(c.Kubeconfig, cmd.argv...)
 		if err != nil {
 			return 0, err
 		}
-		if got := strings.Count(out, "\n"); got != cmd.rows {
+		if got := strings.Count(out, "\n"); cmd.rows >= 0 && got != cmd.rows {
 			return 0, fmt.Errorf("%s printed %d lines, want %d", cmd.name, got, cmd.rows)
+		}
+		if !strings.Contains(out, cmd.want) {
+			return 0, fmt.Errorf("%s printed no %q:\n%s", cmd.name, cmd.want, out)
 		}
 		return took, nil
 	}
@@ -111,13 +137,9 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	}
 
 	for i := 0; i < reps; i++ {
-		// Alternate which goes first, so that neither always follows the
-		// other.
-		order := cmds
-		if i%2 == 1 {
-			order = []*command{cmds[1], cmds[0]}
-		}
-		for _, cmd := range order {
+		// Rotate which goes first, so that none always follows another.
+		for j := range cmds {
+			cmd := cmds[(i+j)%len(cmds)]
 			took, err := run(cmd)
 			if err != nil {
 				b.Fatal(err)
@@ -134,9 +156,11 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		summaries[cmd.name] = s
 		fmt.Fprintf(&sb, "%-22s %9s %9s %9s %9s\n", cmd.name, ms(s.median), ms(s.p90), ms(s.min), ms(s.max))
 	}
-	dkcStatus, getNodes := summaries[cmds[0].name], summaries[cmds[1].name]
+	dkcStatus, getNodes, rolloutStatus := summaries[cmds[0].name], summaries[cmds[1].name], summaries[cmds[2].name]
 	ratio := dkcStatus.median.Seconds() / getNodes.median.Seconds()
+	rolloutRatio := rolloutStatus.median.Seconds() / getNodes.median.Seconds()
 	fmt.Fprintf(&sb, "ratio of medians dkc status / get nodes: %.2f (goal <= 1.0)\n", ratio)
+	fmt.Fprintf(&sb, "ratio of medians dkc rollout status / get nodes: %.2f (goal <= 1.0)\n", rolloutRatio)
 	b.Logf("status at scale, apiserver v1.36.3, kubectl %s\n%s", kubectl, sb.String())
 
 	b.ReportMetric(float64(dkcStatus.median.Nanoseconds()), "ns/op")
@@ -145,6 +169,8 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	b.ReportMetric(dkcStatus.median.Seconds(), "median-dkc-status-s")
 	b.ReportMetric(getNodes.median.Seconds(), "median-get-nodes-s")
 	b.ReportMetric(ratio, "status/get-nodes")
+	b.ReportMetric(rolloutStatus.median.Seconds(), "median-rollout-status-s")
+	b.ReportMetric(rolloutRatio, "rollout-status/get-nodes")
 }
 
 // runTimed runs argv with KUBECONFIG=kubeconfig and its stdout on a pipe,
