@@ -105,12 +105,15 @@ deploy/rbac-host.yaml. The health gate reads /healthz and /configz from the
 kubelet itself (--kubelet-url), which needs get on nodes/healthz and
 nodes/configz, not nodes/proxy. It needs no apiserver to keep the kubelet on
 the right config: at start it puts the checkpointed config in place.`,
-		Example: `  # On a systemd host: replace /var/lib/kubelet/config.yaml, restart kubelet.service
-  kubectl dkc agent --node-name "$(hostname)" \
+		Example: `  # On a systemd host: replace /var/lib/kubelet/config.yaml, restart kubelet.service.
+  # NODE_NAME is the Node's name in the API (on kubeadm, nodeRegistration.name,
+  # which may differ from hostname).
+  kubectl dkc agent --node-name "$NODE_NAME" \
     --dynamic-config-dir /var/lib/kubectl-dkc \
     --kubelet-config /var/lib/kubelet/config.yaml
 
-  # Apply configs as a drop-in, restart with a command, shorter trial
+  # Apply configs as a drop-in, restart with a shell command (on a host: the
+  # image has no shell), shorter trial
   kubectl dkc agent --dynamic-config-dir /var/lib/kubectl-dkc \
     --kubelet-config /var/lib/kubelet/config.yaml \
     --kubelet-config-dir /etc/kubernetes/kubelet.conf.d --apply-mode=dropin \

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"flag"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -44,7 +45,7 @@ func NewCmdStandalone(streams genericiooptions.IOStreams) *cobra.Command {
 	k := &KubeconfigFlags{}
 	cmd := NewCmdAgent(k, streams)
 	cmd.Use = "kubectl-dkc-agent --dynamic-config-dir DIR --kubelet-config PATH"
-	cmd.Example = "  # The same flags as `kubectl dkc agent`:\n" + cmd.Example
+	cmd.Example = strings.ReplaceAll(cmd.Example, "kubectl dkc agent", "kubectl-dkc-agent")
 	cmd.SilenceErrors = true
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	fl := cmd.Flags()
