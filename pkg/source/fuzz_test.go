@@ -9,24 +9,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
-// applyPatch applies a JSON merge patch to node as the apiserver would. The
-// carrier's patches hold no lists, so a strategic merge does the same.
+// applyPatch is PatchedNode, failing the test on an error.
 func applyPatch(t *testing.T, node *corev1.Node, patch []byte) *corev1.Node {
 	t.Helper()
-	orig, err := json.Marshal(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	merged, err := strategicpatch.StrategicMergePatch(orig, patch, &corev1.Node{})
+	out, err := PatchedNode(node, patch)
 	if err != nil {
 		t.Fatalf("apply patch %s: %v", patch, err)
-	}
-	out := &corev1.Node{}
-	if err := json.Unmarshal(merged, out); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
 // The patches below are JSON merge patches (types.MergePatchType, RFC 7386).
@@ -120,4 +121,25 @@ func orNull(s string) any {
 		return nil
 	}
 	return s
+}
+
+// PatchedNode returns a copy of node with patch, one of the JSON merge
+// patches above, applied as the apiserver would apply it, without sending
+// anything: what a client dry run prints. node is not modified.
+func PatchedNode(node *corev1.Node, patch []byte) (*corev1.Node, error) {
+	orig, err := json.Marshal(node)
+	if err != nil {
+		return nil, fmt.Errorf("apply patch: %w", err)
+	}
+	// The patches hold no lists, so a strategic merge gives the same result
+	// as a JSON merge patch: null deletes, maps merge.
+	merged, err := strategicpatch.StrategicMergePatch(orig, patch, &corev1.Node{})
+	if err != nil {
+		return nil, fmt.Errorf("apply patch: %w", err)
+	}
+	out := &corev1.Node{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		return nil, fmt.Errorf("apply patch: %w", err)
+	}
+	return out, nil
 }

@@ -277,7 +277,7 @@ func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.Nod
 	var got *corev1.Node
 	if o.DryRun == util.DryRunClient {
 		// Nothing is sent: the patch is applied to the node as read.
-		if got, err = util.PatchedNode(node, patch); err != nil {
+		if got, err = source.PatchedNode(node, patch); err != nil {
 			return note, fmt.Errorf("assign node %q: %w", node.Name, err)
 		}
 	} else {

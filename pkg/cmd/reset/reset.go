@@ -185,7 +185,7 @@ func (o *Options) reset(ctx context.Context, node *corev1.Node) error {
 		return fmt.Errorf("reset node %q: %w", node.Name, err)
 	}
 	if o.DryRun == util.DryRunClient {
-		got, err := util.PatchedNode(node, patch)
+		got, err := source.PatchedNode(node, patch)
 		if err != nil {
 			return fmt.Errorf("reset node %q: %w", node.Name, err)
 		}
