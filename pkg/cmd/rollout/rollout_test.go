@@ -159,3 +159,26 @@ WAVE         STATE         DONE   IN-PROGRESS   WAITING   FAILED   NODES
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestProgressTerminal checks that a terminal gets the table redrawn in
+// place: the cursor goes up over the previous table, which is cleared.
+func TestProgressTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf)
+	p.tty = true
+	r := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("a"), Nodes: []string{"n1", "n2"}, Canary: 1, MaxUnavailable: intstr.FromInt32(1)})
+	p.update(r)
+	first := buf.String()
+	if got := bytes.Count([]byte(first), []byte("\n")); got != 4 {
+		t.Fatalf("first table has %d lines, want 4:\n%s", got, first)
+	}
+	r.Status.Nodes = map[string]rollout.NodeStatus{"n1": {Phase: rollout.InProgress}}
+	p.update(r)
+	second := buf.String()[len(first):]
+	if want := "\x1b[4A\x1b[J"; !bytes.HasPrefix([]byte(second), []byte(want)) {
+		t.Errorf("redraw starts with %q, want %q", second[:min(len(second), 10)], want)
+	}
+	if !bytes.Contains([]byte(second), []byte("0 (canary)   in progress")) {
+		t.Errorf("redrawn table lacks the canary in progress:\n%s", second)
+	}
+}
