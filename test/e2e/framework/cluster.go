@@ -347,7 +347,12 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if c.Client, err = kubernetes.NewForConfig(c.RESTConfig); err != nil {
 		return err
 	}
-	err = poll(ctx, time.Minute, func() (bool, error) {
+	return c.waitAPIServerReady(ctx)
+}
+
+// waitAPIServerReady waits until the apiserver's /readyz says ok.
+func (c *Cluster) waitAPIServerReady(ctx context.Context) error {
+	err := poll(ctx, time.Minute, func() (bool, error) {
 		if c.apiserver.pid() == 0 {
 			return false, errors.New("kube-apiserver exited")
 		}

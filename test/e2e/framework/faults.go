@@ -28,17 +28,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if err := c.apiserver.start(); err != nil {
 		return err
 	}
-	err := poll(ctx, time.Minute, func() (bool, error) {
-		if c.apiserver.pid() == 0 {
-			return false, errors.New("kube-apiserver exited")
-		}
-		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	})
-	if err != nil {
-		return fmt.Errorf("kube-apiserver did not become ready again (log: %s): %w", c.apiserver.logPath, err)
-	}
-	return nil
+	return c.waitAPIServerReady(ctx)
 }
 
 // StartAgentInMountNS starts the agent as StartAgent does, after running the
