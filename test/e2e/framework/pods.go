@@ -240,6 +240,11 @@ func (c *Cluster) DeployAgent(ctx context.Context, overlay, ref string) (string,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	// kustomize takes no absolute path in resources:.
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		return "", err
+	}
 	k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployAgent).
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -266,7 +271,7 @@ patches:
               value: %q
             - name: KUBERNETES_SERVICE_PORT
               value: %q
-`, abs, name, tag, u.Hostname(), u.Port())
+`, rel, name, tag, u.Hostname(), u.Port())
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return "", err
 	}
