@@ -99,7 +99,7 @@ func TestAgent(t *testing.T) {
 
 func TestAgentCause(t *testing.T) {
 	tests := map[AgentState]string{
-		AgentNone:  "no dkc agent has ever reported on it; see docs/install.md",
+		AgentNone:  "no dkc agent has reported on it; see docs/install.md",
 		AgentStale: "its dkc agent has not taken up the assignment for over 2m0s; check the agent",
 		AgentReady: "",
 		"":         "",

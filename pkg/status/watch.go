@@ -226,7 +226,7 @@ func pendingList(names []string, items []NodeConfig) string {
 func AgentCause(a AgentState) string {
 	switch a {
 	case AgentNone:
-		return "no dkc agent has ever reported on it; " + InstallHint
+		return "no dkc agent has reported on it; " + InstallHint
 	case AgentStale:
 		return fmt.Sprintf("its dkc agent has not taken up the assignment for over %s; check the agent", StaleAfter)
 	}

@@ -65,7 +65,7 @@ func TestWait(t *testing.T) {
 			nodes:    []*corev1.Node{annotatedNode(t, "n1", cm, nil)},
 			names:    []string{"n1", "gone"},
 			want:     WaitActive,
-			wantErr:  "wait for active: timed out waiting for the condition after 300ms: pending node/gone, node/n1 (no dkc agent has ever reported on it; see docs/install.md)",
+			wantErr:  "wait for active: timed out waiting for the condition after 300ms: pending node/gone, node/n1 (no dkc agent has reported on it; see docs/install.md)",
 			wantCode: ExitTimeout,
 		},
 		"times out, agent reported before": {

@@ -81,8 +81,10 @@ spec.configSource) and says so on stderr.
 
 Every selected kubelet restarts at once; assign warns when that is more than
 one. kubectl dkc rollout start restarts them a few at a time instead. assign
-also warns for a node on which no dkc agent has ever reported: nothing would
-apply the assignment there (see docs/install.md).
+also warns for a node on which no dkc agent has reported yet: unless one runs
+there, nothing will apply the assignment (see docs/install.md). An agent that
+has never had an assignment has not reported either, so the first assignment
+to a node with a new agent warns too.
 
 Each node is printed as "node/NAME assigned NAMESPACE/CONFIG (CARRIER)";
 -o name prints node/NAME, -o json|yaml the Node as patched.
@@ -202,7 +204,7 @@ func (o *Options) Run(ctx context.Context) error {
 	notes := sets.New[string]()
 	for i := range nodes {
 		if dkcstatus.Agent(&nodes[i], now) == dkcstatus.AgentNone {
-			fmt.Fprintf(o.ErrOut, "Warning: node/%s: no dkc agent has ever reported on this node, so nothing will apply the assignment; install the agent (%s)\n", nodes[i].Name, dkcstatus.InstallHint)
+			fmt.Fprintf(o.ErrOut, "Warning: node/%s: no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (%s)\n", nodes[i].Name, dkcstatus.InstallHint)
 		}
 		note, err := o.assign(ctx, &nodes[i], src)
 		if note != "" && !notes.Has(note) {

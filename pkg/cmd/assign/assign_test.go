@@ -198,7 +198,7 @@ func TestRun(t *testing.T) {
 			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
 			nodes:       []*corev1.Node{node("n1", map[string]string{}, nil)},
 			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
-			wantErrOut:  "Warning: node/n1: no dkc agent has ever reported on this node, so nothing will apply the assignment; install the agent (see docs/install.md)\n",
+			wantErrOut:  "Warning: node/n1: no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (see docs/install.md)\n",
 			wantPatches: 1,
 		},
 		"config in binaryData": {

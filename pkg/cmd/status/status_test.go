@@ -121,7 +121,7 @@ func TestRunWarnsAboutAgents(t *testing.T) {
 				"n1     annotation   <none>           <none>    <none>            none    <none>\n" +
 				"n2     <none>       <none>           <none>    <none>            none    <none>\n" +
 				"n3     annotation   kube-system/cm   <local>   <local>           ready   <none>\n",
-			wantErrOut: "Warning: node/n1 has an assignment, but no dkc agent has ever reported on it; see docs/install.md\n",
+			wantErrOut: "Warning: node/n1 has an assignment, but no dkc agent has reported on it; see docs/install.md\n",
 		},
 		"names: no warning for scripts": {output: "name", wantOut: "node/n1\nnode/n2\nnode/n3\n"},
 	}
