@@ -46,14 +46,9 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	}
 	began := a.Clock.Now()
 
-	payload, ok := cm.Data[want.ConfigMap.KubeletConfigKey]
-	var raw []byte
-	if ok {
-		raw = []byte(payload)
-	} else if b, ok := cm.BinaryData[want.ConfigMap.KubeletConfigKey]; ok {
-		raw = b
-	} else {
-		return 0, a.refuse(ctx, node, c, want, st, loadError(fmt.Errorf("key %q not found in ConfigMap %s", want.ConfigMap.KubeletConfigKey, cmName)))
+	raw, err := source.Payload(cm, want.ConfigMap.KubeletConfigKey)
+	if err != nil {
+		return 0, a.refuse(ctx, node, c, want, st, loadError(err))
 	}
 	if err := a.Store.SaveConfigMap(cm); err != nil {
 		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
