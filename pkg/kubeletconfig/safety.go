@@ -164,9 +164,9 @@ const UnprotectedKernelDefaults = "protectKernelDefaults is false: the kubelet c
 // was decoded from, plus UnprotectedKernelDefaults when data sets
 // protectKernelDefaults to false explicitly. An unset field is false too
 // (the kubelet's default) but is not reported: most configs leave it out,
-// and a snapshot spells out every field, so only an explicit false in a
-// document someone wrote or edited says something. data that is not a JSON
-// or YAML object adds nothing.
+// /configz omits it when false, so only an explicit false, which someone
+// wrote, says something. data that is not a JSON or YAML object adds
+// nothing.
 func WeakSecurityDoc(data []byte, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
 	warnings := WeakSecurity(cfg)
 	var doc map[string]any
