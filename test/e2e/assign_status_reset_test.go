@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -81,8 +82,9 @@ func TestAssignStatusReset(t *testing.T) {
 		if got, want := r.Stdout, "node/"+n0+" assigned kube-system/"+cmName+" (annotation)\n"; got != want {
 			t.Errorf("stdout %q, want %q", got, want)
 		}
-		if r.Stderr != "" {
-			t.Errorf("stderr %q, want nothing (the ConfigMap has the dkc label)", r.Stderr)
+		// No agent runs here: assign says so at once.
+		if want := "Warning: node/" + n0 + ": no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (see docs/install.md)\n"; r.Stderr != want {
+			t.Errorf("stderr %q, want only the no-agent warning %q (the ConfigMap has the dkc label)", r.Stderr, want)
 		}
 		node := readNode(t, c.Client, n0)
 		wantJSON := `{"configMap":{"namespace":"kube-system","name":"` + cmName + `","kubeletConfigKey":"kubelet"}}`
@@ -100,7 +102,8 @@ func TestAssignStatusReset(t *testing.T) {
 		if r.ExitCode != 1 {
 			t.Errorf("exit %d, want 1", r.ExitCode)
 		}
-		wantErr := `error: assign node "` + n0 + `": the apiserver dropped spec.configSource (apiservers 1.26 and later drop it silently): use --carrier=annotation, or --carrier=auto` + "\n"
+		wantErr := "Warning: node/" + n0 + ": no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (see docs/install.md)\n" +
+			`error: assign node "` + n0 + `": the apiserver dropped spec.configSource (apiservers 1.26 and later drop it silently): use --carrier=annotation, or --carrier=auto` + "\n"
 		if r.Stderr != wantErr {
 			t.Errorf("stderr %q, want %q", r.Stderr, wantErr)
 		}
@@ -133,7 +136,8 @@ func TestAssignStatusReset(t *testing.T) {
 			Data:       map[string]string{"kubelet": string(edited)},
 		})
 		r := mustDKC(t, c, "", "assign", n1, "--config", "hand-made", "--dry-run=server")
-		if want := `Warning: configmap "kube-system/hand-made" has no label ` + source.ConfigLabel + ": it was not pushed by kubectl dkc push\n"; r.Stderr != want {
+		if want := `Warning: configmap "kube-system/hand-made" has no label ` + source.ConfigLabel + ": it was not pushed by kubectl dkc push\n" +
+			"Warning: node/" + n1 + ": no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (see docs/install.md)\n"; r.Stderr != want {
 			t.Errorf("stderr %q, want %q", r.Stderr, want)
 		}
 		if want := "node/" + n1 + " assigned kube-system/hand-made (annotation) (server dry run)\n"; r.Stdout != want {
@@ -142,16 +146,45 @@ func TestAssignStatusReset(t *testing.T) {
 	})
 
 	t.Run("dry-run server and client change nothing", func(t *testing.T) {
+		before := readNode(t, c.Client, n1).ResourceVersion
 		for _, mode := range []string{"server", "client"} {
-			r := mustDKC(t, c, "", "assign", n1, "--config", cmName, "--dry-run="+mode)
+			// -v=6 makes client-go log every request it sends.
+			r := mustDKC(t, c, "", "assign", n1, "--config", cmName, "--dry-run="+mode, "-v=6")
 			suffix := map[string]string{"server": " (server dry run)", "client": " (dry run)"}[mode]
 			if want := "node/" + n1 + " assigned kube-system/" + cmName + " (annotation)" + suffix + "\n"; r.Stdout != want {
 				t.Errorf("stdout %q, want %q", r.Stdout, want)
+			}
+			// client-go logs: "Response" verb="PATCH" url="https://..."
+			if !strings.Contains(r.Stderr, `verb="GET"`) {
+				t.Fatalf("-v=6 logged no request; cannot tell what was sent:\n%s", r.Stderr)
+			}
+			patched := strings.Contains(r.Stderr, `verb="PATCH"`)
+			switch mode {
+			case "server":
+				if !patched {
+					t.Errorf("server dry run sent no PATCH")
+				}
+			case "client":
+				// Not even the server-side dry-run that detects the carrier.
+				if patched {
+					t.Errorf("client dry run sent a PATCH:\n%s", r.Stderr)
+				}
+				if !strings.Contains(r.Stderr, "Warning: assuming the annotation carrier: a client dry run sends nothing to the apiserver") {
+					t.Errorf("client dry run does not say which carrier it assumed:\n%s", r.Stderr)
+				}
 			}
 		}
 		after := readNode(t, c.Client, n1)
 		if _, ok := after.Annotations[source.AssignedAnnotation]; ok {
 			t.Errorf("dry runs left annotation %s on %s", source.AssignedAnnotation, n1)
+		}
+		if after.ResourceVersion != before {
+			t.Errorf("node %s resourceVersion %s after dry runs, want %s unchanged", n1, after.ResourceVersion, before)
+		}
+		// -o yaml of a client dry run is the Node as it would be.
+		r := mustDKC(t, c, "", "assign", n1, "--config", cmName, "--dry-run=client", "-o", "jsonpath={.kind}/{.metadata.name}: {.metadata.annotations.kubectl-dkc\\.io/config-source}")
+		if want := "Node/" + n1 + `: {"configMap":{"namespace":"kube-system","name":"` + cmName + `","kubeletConfigKey":"kubelet"}}`; r.Stdout != want {
+			t.Errorf("-o jsonpath of a client dry run %q, want %q", r.Stdout, want)
 		}
 	})
 
@@ -162,11 +195,13 @@ func TestAssignStatusReset(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r := mustDKC(t, c, "", "assign", "-l", "e2e-pool=canary", "--config", cmName)
-		wantOut := "node/" + n0 + " assigned kube-system/" + cmName + " (annotation)\n" +
-			"node/" + n1 + " assigned kube-system/" + cmName + " (annotation)\n"
-		if r.Stdout != wantOut {
-			t.Errorf("stdout %q, want %q", r.Stdout, wantOut)
+		r := mustDKC(t, c, "", "assign", "-l", "e2e-pool=canary", "--config", cmName, "-o", "name")
+		if want := "node/" + n0 + "\nnode/" + n1 + "\n"; r.Stdout != want {
+			t.Errorf("-o name: stdout %q, want %q", r.Stdout, want)
+		}
+		// n0 already has the assignment: only n1 restarts.
+		if strings.Contains(r.Stderr, "restart at the same time") {
+			t.Errorf("warned about simultaneous restarts with one node changing:\n%s", r.Stderr)
 		}
 		for _, name := range []string{n0, n1} {
 			got, carrier, err := source.Assigned(readNode(t, c.Client, name))
@@ -186,12 +221,18 @@ func TestAssignStatusReset(t *testing.T) {
 		if len(lines) != 3 {
 			t.Fatalf("status printed %d lines, want header and 2 rows:\n%s", len(lines), r.Stdout)
 		}
-		if got, want := strings.Fields(lines[0]), []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "ERROR"}; !cmp.Equal(got, want) {
+		if got, want := strings.Fields(lines[0]), []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}; !cmp.Equal(got, want) {
 			t.Errorf("header %q, want %q", got, want)
 		}
-		// No agent has reported yet: the status columns are empty.
-		if got, want := strings.Fields(lines[1]), []string{n0, "annotation", "<none>", "<none>", "<none>", "<none>"}; !cmp.Equal(got, want) {
+		// No agent has reported yet: the status columns are empty, and AGENT
+		// says why.
+		if got, want := strings.Fields(lines[1]), []string{n0, "annotation", "<none>", "<none>", "<none>", "none", "<none>"}; !cmp.Equal(got, want) {
 			t.Errorf("row %q, want %q", got, want)
+		}
+		wantWarn := "Warning: node/" + n0 + " has an assignment, but no dkc agent has reported on it; see docs/install.md\n" +
+			"Warning: node/" + n1 + " has an assignment, but no dkc agent has reported on it; see docs/install.md\n"
+		if r.Stderr != wantWarn {
+			t.Errorf("stderr %q, want %q", r.Stderr, wantWarn)
 		}
 		wide := mustDKC(t, c, "", "status", n1, "-o", "wide")
 		if !strings.Contains(wide.Stdout, "REQUESTED") || !strings.Contains(wide.Stdout, "kube-system/"+cmName) {
@@ -315,7 +356,7 @@ func TestAssignStatusReset(t *testing.T) {
 		if r.ExitCode != status.ExitTimeout {
 			t.Errorf("exit %d, want %d", r.ExitCode, status.ExitTimeout)
 		}
-		if want := "error: wait for active: timed out waiting for the condition after 2s: pending node/" + n1 + "\n"; r.Stderr != want {
+		if want := "error: wait for active: timed out waiting for the condition after 2s: pending node/" + n1 + " (no dkc agent has reported on it; see docs/install.md)\n"; r.Stderr != want {
 			t.Errorf("stderr %q, want %q", r.Stderr, want)
 		}
 		if took < 2*time.Second || took > 10*time.Second {
@@ -402,6 +443,10 @@ func TestAssignStatusReset(t *testing.T) {
 		r = mustDKC(t, c, "", "reset", n0)
 		if want := "node/" + n0 + " already on its local config\n"; r.Stdout != want {
 			t.Errorf("stdout %q, want %q", r.Stdout, want)
+		}
+		r = mustDKC(t, c, "", "reset", n0, "-o", "name")
+		if want := "node/" + n0 + "\n"; r.Stdout != want {
+			t.Errorf("-o name: stdout %q, want %q", r.Stdout, want)
 		}
 
 		// --wait: done once the status reports the local config active.
@@ -640,4 +685,123 @@ func (b *backgroundDKC) stderr() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.errOut.String()
+}
+
+// TestAgentColumn runs a real agent on the first of two kubelets and none on
+// the second: status shows AGENT ready and none, assign warns about the node
+// without an agent at once, and assign --wait names that cause when it
+// times out. The assignment's age, which tells a stale agent, comes from the
+// Node's managedFields as the real apiserver writes them.
+func TestAgentColumn(t *testing.T) {
+	c := framework.Setup(t, framework.Options{Nodes: 2})
+	ctx := context.Background()
+	n0, n1 := c.Nodes[0], c.Nodes[1]
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := n0.StartAgent(dkcBinary, n0.AgentArgs(framework.AgentOptions{Kubeconfig: kubeconfig, TrialDuration: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(n0.DefaultKubeletConfig(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["maxPods"] = 43
+	edited, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmName = "e2e-agent-column"
+	createTestConfigMap(t, c.Client, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: source.DefaultNamespace, Name: cmName, Labels: map[string]string{source.ConfigLabel: "true"}},
+		Data:       map[string]string{source.DefaultKey: string(edited)},
+	})
+	agentOf := func(t *testing.T, r result) map[string]string {
+		t.Helper()
+		var list status.NodeConfigList
+		if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil {
+			t.Fatalf("status -o json: %v\n%s", err, r.Stdout)
+		}
+		got := map[string]string{}
+		for _, item := range list.Items {
+			got[item.Name] = string(item.Agent)
+		}
+		return got
+	}
+
+	t.Run("the node with an agent becomes ready", func(t *testing.T) {
+		// A new agent with nothing to do has not reported yet.
+		r := mustDKC(t, c, "", "status", "-o", "json")
+		t.Logf("before the first assignment: %v", agentOf(t, r))
+		r = mustDKC(t, c, "", "assign", n0.Name, "--config", cmName, "--wait", "--timeout=90s")
+		r = mustDKC(t, c, "", "status", "-o", "json")
+		if diff := cmp.Diff(map[string]string{n0.Name: "ready", n1.Name: "none"}, agentOf(t, r)); diff != "" {
+			t.Errorf("agent states (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("the node without an agent says so", func(t *testing.T) {
+		began := time.Now()
+		r := dkc(t, c, "", "assign", n1.Name, "--config", cmName, "--wait", "--timeout=3s")
+		if r.ExitCode != status.ExitTimeout {
+			t.Errorf("assign --wait exit %d, want %d", r.ExitCode, status.ExitTimeout)
+		}
+		// The warning comes at once, the cause again with the timeout.
+		wantErr := "Warning: node/" + n1.Name + ": no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (see docs/install.md)\n" +
+			"error: wait for active: timed out waiting for the condition after 3s: pending node/" + n1.Name + " (no dkc agent has reported on it; see docs/install.md)\n"
+		if r.Stderr != wantErr {
+			t.Errorf("stderr %q, want %q", r.Stderr, wantErr)
+		}
+		t.Logf("assign --wait timed out after %s", time.Since(began).Round(time.Millisecond))
+
+		r = mustDKC(t, c, "", "status")
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("status printed %d lines, want header and 2 rows:\n%s", len(lines), r.Stdout)
+		}
+		rows := map[string][]string{}
+		for _, l := range lines[1:] {
+			f := strings.Fields(l)
+			rows[f[0]] = f
+		}
+		if got := rows[n0.Name][5]; got != "ready" {
+			t.Errorf("AGENT of %s is %q, want ready:\n%s", n0.Name, got, r.Stdout)
+		}
+		if got := rows[n1.Name][5]; got != "none" {
+			t.Errorf("AGENT of %s is %q, want none:\n%s", n1.Name, got, r.Stdout)
+		}
+		if want := "Warning: node/" + n1.Name + " has an assignment, but no dkc agent has reported on it; see docs/install.md\n"; r.Stderr != want {
+			t.Errorf("stderr %q, want %q", r.Stderr, want)
+		}
+	})
+
+	t.Run("an agent that stops taking assignments up turns stale", func(t *testing.T) {
+		if err := agent.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		createTestConfigMap(t, c.Client, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: source.DefaultNamespace, Name: cmName + "-2", Labels: map[string]string{source.ConfigLabel: "true"}},
+			Data:       map[string]string{source.DefaultKey: string(edited)},
+		})
+		mustDKC(t, c, "", "assign", n0.Name, "--config", cmName+"-2")
+		node := readNode(t, c.Client, n0.Name)
+		if got := status.Agent(node, time.Now()); got != status.AgentReady {
+			t.Errorf("right after the assignment: agent %q, want ready", got)
+		}
+		// The real apiserver's managedFields date the assignment: past
+		// StaleAfter, with the agent still silent, it is stale.
+		later := time.Now().Add(status.StaleAfter + 10*time.Second)
+		if got := status.Agent(node, later); got != status.AgentStale {
+			var entries []string
+			for _, e := range node.ManagedFields {
+				entries = append(entries, e.Manager+"/"+e.Subresource+"@"+e.Time.String()+" "+string(e.FieldsV1.Raw))
+			}
+			t.Errorf("%s later: agent %q, want stale; managedFields:\n%s", status.StaleAfter, got, strings.Join(entries, "\n"))
+		}
+	})
 }

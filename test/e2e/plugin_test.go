@@ -68,10 +68,10 @@ func TestPluginDiscovery(t *testing.T) {
 		if len(lines) != 2 {
 			t.Fatalf("kubectl dkc status printed %d lines, want a header and one row", len(lines))
 		}
-		if got, want := strings.Fields(lines[0]), "NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD ERROR"; strings.Join(got, " ") != want {
+		if got, want := strings.Fields(lines[0]), "NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD AGENT ERROR"; strings.Join(got, " ") != want {
 			t.Errorf("header %q, want %q", got, want)
 		}
-		if got, want := strings.Fields(lines[1]), c.Nodes[0].Name+" <none> <none> <none> <none> <none>"; strings.Join(got, " ") != want {
+		if got, want := strings.Fields(lines[1]), c.Nodes[0].Name+" <none> <none> <none> <none> none <none>"; strings.Join(got, " ") != want {
 			t.Errorf("row %q, want %q", got, want)
 		}
 	})
