@@ -390,19 +390,27 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 	}
 	fmt.Fprintf(o.Out, "rollout/%s%s: %s\n", r.Name, suffix, rollout.Headline(r))
 	tw := printers.GetNewTabWriter(o.Out)
-	fmt.Fprintln(tw, "WAVE\tNODES\tDRAIN")
+	header := "WAVE\tNODES"
+	if len(r.Spec.Drain) > 0 {
+		header += "\tDRAIN"
+	}
+	fmt.Fprintln(tw, header)
 	for _, w := range rollout.Waves(&r.Spec) {
-		wave := fmt.Sprint(w.Index)
+		row := fmt.Sprint(w.Index)
 		if w.Canary {
-			wave += " (canary)"
+			row += " (canary)"
 		}
-		var drained []string
-		for _, n := range w.Nodes {
-			if slices.Contains(r.Spec.Drain, n) {
-				drained = append(drained, n)
+		row += "\t" + strings.Join(w.Nodes, ",")
+		if len(r.Spec.Drain) > 0 {
+			var drained []string
+			for _, n := range w.Nodes {
+				if slices.Contains(r.Spec.Drain, n) {
+					drained = append(drained, n)
+				}
 			}
+			row += "\t" + strings.Join(drained, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", wave, strings.Join(w.Nodes, ","), strings.Join(drained, ","))
+		fmt.Fprintln(tw, row)
 	}
 	return tw.Flush()
 }
