@@ -182,3 +182,21 @@ func TestProgressTerminal(t *testing.T) {
 		t.Errorf("redrawn table lacks the canary in progress:\n%s", second)
 	}
 }
+
+func TestPrintPlan(t *testing.T) {
+	streams, _, out, _ := genericiooptions.NewTestIOStreams()
+	o := NewStartOptions(streams)
+	o.DryRun = util.DryRunClient
+	spec := rollout.Spec{Config: cm("a"), Nodes: []string{"n1", "n2", "n3"}, Canary: 1, MaxUnavailable: intstr.FromInt32(2), Drain: []string{"n3"}}
+	if err := o.printPlan(rollout.New("kube-system", "r1", spec)); err != nil {
+		t.Fatal(err)
+	}
+	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, drains 1 nodes
+WAVE         NODES   DRAIN
+0 (canary)   n1      
+1            n2,n3   n3
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
