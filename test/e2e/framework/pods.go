@@ -209,9 +209,12 @@ func BuildImages(ctx context.Context, root, dir string) (agent, pause string, er
 }
 
 // pauseContainerdConfig is the CRI section of every node's containerd
-// config: the sandbox image is PauseImage, imported, never pulled.
+// config: the sandbox image is PauseImage, imported, never pulled; and no
+// container's oom_score_adj goes below containerd's own, because the
+// harness may lack CAP_SYS_RESOURCE (runc then fails with "failed to update
+// /proc/self/oom_score_adj: Permission denied" for a node-critical pod).
 func pauseContainerdConfig() string {
-	return fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n", PauseImage)
+	return fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n  restrict_oom_score_adj = true\n", PauseImage)
 }
 
 // DeployAgent installs the agent's DaemonSet as an operator would, with
