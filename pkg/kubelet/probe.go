@@ -37,6 +37,8 @@ const (
 	nodeLeaseNamespace = "kube-node-lease"
 	// DefaultKubeletPort is the kubelet's authenticated server port.
 	DefaultKubeletPort = "10250"
+	// defaultHealthzPort is the kubelet's unauthenticated healthz port.
+	defaultHealthzPort = "10248"
 )
 
 // ErrHealthGate is wrapped by every error of HealthProber.Probe.
@@ -113,6 +115,9 @@ type HealthProber struct {
 	// checkReady.
 	settle time.Duration
 	now    func() time.Time
+	// open reaches the kubelet's unauthenticated healthz, without the
+	// agent's credential.
+	open *http.Client
 }
 
 // readySettle is the default HealthProber.settle.
@@ -125,7 +130,8 @@ func NewProber(cfg ProberConfig) *HealthProber {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultProbeInterval
 	}
-	return &HealthProber{cfg: cfg, settle: readySettle, now: time.Now}
+	return &HealthProber{cfg: cfg, settle: readySettle, now: time.Now,
+		open: &http.Client{Transport: &http.Transport{Proxy: nil}}}
 }
 
 // Probe checks, at every Interval until all three hold at once or ctx ends:
@@ -145,18 +151,37 @@ func NewProber(cfg ProberConfig) *HealthProber {
 //
 // A kubelet is not rolled back only because the apiserver is away: during a
 // control-plane upgrade every agent of the fleet would roll back at once.
-// So, when ctx's deadline passes (the agent's --health-timeout) and the last
-// complete attempt found healthz and configz passing and got no answer from
-// the apiserver for check 3 (no connection, a timeout, 429 or a 5xx), Probe
-// returns nil: the gate passes on the kubelet's own evidence, and says so in
-// the log. Until the deadline it keeps waiting for the apiserver, so a
-// short outage still ends with the full check.
+//
+// The kubelet checks the agent's credential with the apiserver (TokenReview,
+// SubjectAccessReview), so with the apiserver away it may answer checks 1
+// and 2 with 401 or with 500 "Authorization error" (once its caches of
+// earlier answers expire). Then:
+//
+//   - check 1 reads the kubelet's unauthenticated healthz instead, at
+//     http://HEALTHZBINDADDRESS:HEALTHZPORT/healthz of the expected config
+//     (defaults 127.0.0.1 and 10248; an unspecified address means
+//     127.0.0.1). With healthzPort 0 there is none, and check 1 fails.
+//   - check 2 is unverified: it counts as passed only while the apiserver
+//     gives no answer either (below). If the apiserver answers, the
+//     kubelet will soon be able to authorize the agent, so the attempt
+//     fails and the next one asks configz again.
+//
+// When ctx's deadline passes (the agent's --health-timeout) and the last
+// complete attempt found healthz passing, configz passing or unverified as
+// above, and got no answer from the apiserver for check 3 (no connection, a
+// timeout, 429 or a 5xx), Probe returns nil: the gate passes on the
+// kubelet's own evidence, and the log says so, naming an unverified configz.
+// Until the deadline it keeps waiting for the apiserver, so a short outage
+// still ends with the full check. An unverified configz is weaker evidence:
+// the kubelet restarted after the write and is healthy, but nothing proved it
+// runs the written values; the agent does not re-check them later.
 //
 // The gate fails only on what the kubelet or the apiserver answered: healthz
-// or configz failing (including a kubelet that does not answer at all), or
-// the apiserver reporting the Node not Ready, its Lease or Ready heartbeat
-// stale, or refusing the request (such as Forbidden). When ctx is cancelled
-// rather than timed out (the agent stopping), Probe fails as well.
+// failing (including a kubelet that does not answer at all), configz
+// differing or failing otherwise (such as 403 Forbidden), or the apiserver
+// reporting the Node not Ready, its Lease or Ready heartbeat stale, or
+// refusing the request (such as Forbidden). When ctx is cancelled rather
+// than timed out (the agent stopping), Probe fails as well.
 //
 // When ctx ends with a failure, the error wraps ErrHealthGate and names the
 // last check that failed, with its detail, such as "health gate: configz:
@@ -173,21 +198,32 @@ func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 	if p.cfg.KubeletClient == nil {
 		return fmt.Errorf("%w: no client for the kubelet at %s", ErrHealthGate, base)
 	}
+	open, err := openHealthzURL(wantCfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHealthGate, err)
+	}
 	st := &readyState{since: want.Since}
-	var last error
+	var last, unverified error
 	// away is true when the last complete attempt passed healthz and
-	// configz, and the apiserver did not answer the Ready check.
+	// configz (or left configz unverified), and the apiserver did not
+	// answer the Ready check.
 	away := false
 	end := func() error {
-		if away && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			klog.FromContext(ctx).Info("Health gate passed on the kubelet's own checks: healthz and configz pass, the apiserver did not answer the Ready check",
-				"node", p.cfg.NodeName, "apiserverError", last)
+		if !away || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%w: %w", ErrHealthGate, last)
+		}
+		log := klog.FromContext(ctx)
+		if unverified != nil {
+			log.Info("Health gate passed on the kubelet's healthz alone: configz unverified, the kubelet could not check the agent's credential and the apiserver did not answer the Ready check",
+				"node", p.cfg.NodeName, "configzError", unverified, "apiserverError", last)
 			return nil
 		}
-		return fmt.Errorf("%w: %w", ErrHealthGate, last)
+		log.Info("Health gate passed on the kubelet's own checks: healthz and configz pass, the apiserver did not answer the Ready check",
+			"node", p.cfg.NodeName, "apiserverError", last)
+		return nil
 	}
 	for {
-		kubeletOK, err := p.attempt(ctx, base, wantCfg, st)
+		kubeletOK, unv, err := p.attempt(ctx, base, open, wantCfg, st)
 		if err == nil {
 			return nil
 		}
@@ -198,7 +234,7 @@ func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 			}
 			return end()
 		}
-		last = err
+		last, unverified = err, unv
 		away = kubeletOK && apiserverAway(err)
 		t := time.NewTimer(p.cfg.Interval)
 		select {
@@ -210,19 +246,56 @@ func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 	}
 }
 
-// attempt runs the three checks once. kubeletOK reports whether healthz and
-// configz passed.
-func (p *HealthProber) attempt(ctx context.Context, base string, want map[string]any, st *readyState) (kubeletOK bool, err error) {
-	if err := p.checkHealthz(ctx, base+"/healthz"); err != nil {
-		return false, fmt.Errorf("healthz: %w", err)
+// attempt runs the three checks once; open is the unauthenticated healthz
+// URL, "" when there is none. kubeletOK reports whether healthz passed and
+// configz passed or was left unverified; unverified is why configz was,
+// nil when it passed.
+func (p *HealthProber) attempt(ctx context.Context, base, open string, want map[string]any, st *readyState) (kubeletOK bool, unverified, err error) {
+	if err := p.checkHealthz(ctx, p.cfg.KubeletClient, base+"/healthz"); err != nil {
+		if !kubeletCannotAsk(err) || open == "" {
+			return false, nil, fmt.Errorf("healthz: %w", err)
+		}
+		if err := p.checkHealthz(ctx, p.open, open); err != nil {
+			return false, nil, fmt.Errorf("healthz: %w", err)
+		}
 	}
 	if err := p.checkConfigz(ctx, base+"/configz", want); err != nil {
-		return false, fmt.Errorf("configz: %w", err)
+		if !kubeletCannotAsk(err) {
+			return false, nil, fmt.Errorf("configz: %w", err)
+		}
+		unverified = fmt.Errorf("configz: %w", err)
 	}
 	if err := p.checkReady(ctx, st); err != nil {
-		return true, fmt.Errorf("node: %w", err)
+		return true, unverified, fmt.Errorf("node: %w", err)
 	}
-	return true, nil
+	if unverified != nil {
+		return false, nil, unverified
+	}
+	return true, nil, nil
+}
+
+// kubeletAnswer is a kubelet's HTTP answer that fails a check.
+type kubeletAnswer struct {
+	url, status string
+	code        int
+	body        []byte
+}
+
+func (e *kubeletAnswer) Error() string {
+	return fmt.Sprintf("GET %s: %s: %q", e.url, e.status, e.body)
+}
+
+// kubeletCannotAsk reports whether err is the kubelet saying it could not
+// check the agent's credential with the apiserver: 401 (a failed
+// TokenReview) or 500 "Authorization error" (a failed SubjectAccessReview).
+// A 403 is the apiserver's answer, and does not count.
+func kubeletCannotAsk(err error) bool {
+	var a *kubeletAnswer
+	if !errors.As(err, &a) {
+		return false
+	}
+	return a.code == http.StatusUnauthorized ||
+		a.code == http.StatusInternalServerError && bytes.HasPrefix(a.body, []byte("Authorization error"))
 }
 
 // apiserverAway reports whether err means the apiserver gave no answer:
@@ -275,15 +348,42 @@ func (p *HealthProber) kubeletURL(want map[string]any) (string, error) {
 	return "https://" + net.JoinHostPort(host, port), nil
 }
 
-// get reads url from the kubelet, at most 64 KiB of it.
-func (p *HealthProber) get(ctx context.Context, url string) (*http.Response, []byte, error) {
+// openHealthzURL is http://HEALTHZBINDADDRESS:HEALTHZPORT/healthz of the
+// expected config, or "" when its healthzPort is 0.
+func openHealthzURL(want map[string]any) (string, error) {
+	host := "127.0.0.1"
+	if s, ok := want["healthzBindAddress"].(string); ok && s != "" {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return "", fmt.Errorf("expected config: healthzBindAddress %q is not an IP address", s)
+		}
+		if !ip.IsUnspecified() {
+			host = s
+		}
+	}
+	port := defaultHealthzPort
+	if v, ok := want["healthzPort"]; ok && v != nil {
+		n, ok := v.(json.Number)
+		if !ok {
+			return "", fmt.Errorf("expected config: healthzPort %v is not a number", v)
+		}
+		if n.String() == "0" {
+			return "", nil
+		}
+		port = n.String()
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
+}
+
+// get reads url with client, at most 64 KiB of it.
+func (p *HealthProber) get(ctx context.Context, client *http.Client, url string) (*http.Response, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := p.cfg.KubeletClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -295,8 +395,8 @@ func (p *HealthProber) get(ctx context.Context, url string) (*http.Response, []b
 	return resp, body, nil
 }
 
-func (p *HealthProber) checkHealthz(ctx context.Context, url string) error {
-	resp, body, err := p.get(ctx, url)
+func (p *HealthProber) checkHealthz(ctx context.Context, client *http.Client, url string) error {
+	resp, body, err := p.get(ctx, client, url)
 	if err != nil {
 		return err
 	}
@@ -305,18 +405,18 @@ func (p *HealthProber) checkHealthz(ctx context.Context, url string) error {
 		body = body[:1024]
 	}
 	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
-		return fmt.Errorf("GET %s: %s: %q", url, resp.Status, body)
+		return &kubeletAnswer{url: url, status: resp.Status, code: resp.StatusCode, body: body}
 	}
 	return nil
 }
 
 func (p *HealthProber) checkConfigz(ctx context.Context, url string, want map[string]any) error {
-	resp, raw, err := p.get(ctx, url)
+	resp, raw, err := p.get(ctx, p.cfg.KubeletClient, url)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %q", url, resp.Status, bytes.TrimSpace(raw))
+		return &kubeletAnswer{url: url, status: resp.Status, code: resp.StatusCode, body: bytes.TrimSpace(raw)}
 	}
 	var body struct {
 		KubeletConfig json.RawMessage `json:"kubeletconfig"`

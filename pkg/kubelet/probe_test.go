@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -56,6 +57,26 @@ type fakeNode struct {
 	apiPaths     []string
 	// onHealthz runs at each healthz request, under mu.
 	onHealthz func(n *fakeNode)
+	// cannotAsk, when set, answers every request of the authenticated
+	// kubelet server as a real kubelet does when it cannot reach the
+	// apiserver: 401 when its TokenReview fails, 500 "Authorization error"
+	// when its SubjectAccessReview fails.
+	cannotAsk int
+	// openPaths records the paths asked of the unauthenticated healthz.
+	openPaths []string
+}
+
+// open serves the kubelet's unauthenticated healthz (healthzPort).
+func (f *fakeNode) open(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.openPaths = append(f.openPaths, r.URL.Path)
+	if r.URL.Path != "/healthz" {
+		http.NotFound(w, r)
+		return
+	}
+	w.WriteHeader(f.healthzCode)
+	fmt.Fprint(w, f.healthzBody)
 }
 
 func (f *fakeNode) kubelet(w http.ResponseWriter, r *http.Request) {
@@ -64,6 +85,14 @@ func (f *fakeNode) kubelet(w http.ResponseWriter, r *http.Request) {
 	f.kubeletPaths = append(f.kubeletPaths, r.URL.Path)
 	if r.Header.Get("Authorization") != "Bearer "+agentToken {
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
+	switch f.cannotAsk {
+	case http.StatusUnauthorized:
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	case http.StatusInternalServerError:
+		http.Error(w, "Authorization error (user=system:serviceaccount:kube-system:dkc-agent, verb=get, resource=nodes, subresource="+strings.TrimPrefix(r.URL.Path, "/")+")", http.StatusInternalServerError)
 		return
 	}
 	if f.kubeletCode != 0 {
@@ -364,6 +393,103 @@ func TestProbeApiserverAway(t *testing.T) {
 	}
 }
 
+// TestProbeKubeletCannotAsk pins the gate's rule for a kubelet that cannot
+// check the agent's credential because the apiserver is away (the kubelet
+// answers 401 or 500 "Authorization error"): its unauthenticated healthz
+// stands in for the authenticated one, configz stays unverified, and the
+// gate passes at its deadline when the apiserver gives no answer either. A
+// failing healthz, a kubelet that refuses the agent (403), and an apiserver
+// that answers still fail.
+func TestProbeKubeletCannotAsk(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tests := map[string]struct {
+		edit func(n *fakeNode)
+		// down closes the apiserver.
+		down bool
+		// noOpen sets healthzPort 0: no unauthenticated healthz.
+		noOpen  bool
+		wantErr string // URL for the kubelet's URL, OPEN for the open healthz's
+		// wantOpen is whether the open healthz was asked.
+		wantOpen bool
+	}{
+		"authorization error, apiserver down, healthz ok: kept": {
+			edit:     func(n *fakeNode) { n.cannotAsk = http.StatusInternalServerError },
+			down:     true,
+			wantOpen: true,
+		},
+		"authentication error, apiserver down, healthz ok: kept": {
+			edit:     func(n *fakeNode) { n.cannotAsk = http.StatusUnauthorized },
+			down:     true,
+			wantOpen: true,
+		},
+		"authorization error, apiserver down, healthz fails": {
+			edit: func(n *fakeNode) {
+				n.cannotAsk = http.StatusInternalServerError
+				n.healthzCode, n.healthzBody = http.StatusInternalServerError, "[-]syncloop failed"
+			},
+			down:     true,
+			wantErr:  `health gate: healthz: GET OPEN/healthz: 500 Internal Server Error: "[-]syncloop failed"`,
+			wantOpen: true,
+		},
+		"authorization error, apiserver down, no open healthz": {
+			edit:    func(n *fakeNode) { n.cannotAsk = http.StatusInternalServerError },
+			down:    true,
+			noOpen:  true,
+			wantErr: `health gate: healthz: GET URL/healthz: 500 Internal Server Error: "Authorization error (user=system:serviceaccount:kube-system:dkc-agent, verb=get, resource=nodes, subresource=healthz)"`,
+		},
+		"authorization error, apiserver answers": {
+			edit:     func(n *fakeNode) { n.cannotAsk = http.StatusInternalServerError },
+			wantErr:  `health gate: configz: GET URL/configz: 500 Internal Server Error: "Authorization error (user=system:serviceaccount:kube-system:dkc-agent, verb=get, resource=nodes, subresource=configz)"`,
+			wantOpen: true,
+		},
+		"kubelet forbids, apiserver down": {
+			edit:    func(n *fakeNode) { n.kubeletCode = http.StatusForbidden },
+			down:    true,
+			wantErr: `health gate: healthz: GET URL/healthz: 403 Forbidden: "Forbidden (user=system:serviceaccount:kube-system:dkc-agent, verb=get, resource=nodes, subresource(s)=[healthz proxy])"`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := healthyNode()
+			if tc.edit != nil {
+				tc.edit(n)
+			}
+			s := startFakeNode(t, n)
+			open := httptest.NewServer(http.HandlerFunc(n.open))
+			t.Cleanup(open.Close)
+			host, port, err := net.SplitHostPort(strings.TrimPrefix(open.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.noOpen {
+				port = "0"
+			}
+			cfg := fmt.Sprintf(`{"maxPods":42,"healthzBindAddress":%q,"healthzPort":%s}`, host, port)
+			p := s.prober(t)
+			if tc.down {
+				s.api.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			began := time.Now()
+			err = p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since})
+			took := time.Since(began)
+			got := strings.NewReplacer(s.kubelet.URL, "URL", open.URL, "OPEN").Replace(errString(err))
+			if got != tc.wantErr {
+				t.Errorf("error = %q, want %q", got, tc.wantErr)
+			}
+			if tc.wantErr == "" && took < timeout {
+				t.Errorf("Probe passed after %s, want it to wait for the apiserver until its %s deadline", took, timeout)
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if asked := len(n.openPaths) > 0; asked != tc.wantOpen {
+				t.Errorf("open healthz asked = %t (%v), want %t", asked, n.openPaths, tc.wantOpen)
+			}
+		})
+	}
+}
+
 // TestProbeRetries proves Probe keeps trying until the kubelet is healthy,
 // and that a short apiserver outage ends with the full check: the gate
 // passes as soon as the apiserver answers, well before its deadline.
@@ -431,6 +557,37 @@ func TestKubeletURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := NewProber(ProberConfig{KubeletURL: tc.url}).kubeletURL(cfg)
+			if errString(err) != tc.wantErr {
+				t.Errorf("error = %q, want %q", errString(err), tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("URL = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpenHealthzURL(t *testing.T) {
+	tests := map[string]struct {
+		config  string
+		want    string
+		wantErr string
+	}{
+		"defaults":             {config: `{}`, want: "http://127.0.0.1:10248/healthz"},
+		"address, port":        {config: `{"healthzBindAddress":"198.51.100.12","healthzPort":10300}`, want: "http://198.51.100.12:10300/healthz"},
+		"unspecified address":  {config: `{"healthzBindAddress":"0.0.0.0"}`, want: "http://127.0.0.1:10248/healthz"},
+		"IPv6 address":         {config: `{"healthzBindAddress":"fd00::1"}`, want: "http://[fd00::1]:10248/healthz"},
+		"port 0: none":         {config: `{"healthzBindAddress":"198.51.100.12","healthzPort":0}`, want: ""},
+		"address no IP":        {config: `{"healthzBindAddress":"localhost"}`, wantErr: `expected config: healthzBindAddress "localhost" is not an IP address`},
+		"port is not a number": {config: `{"healthzPort":"x"}`, wantErr: `expected config: healthzPort x is not a number`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := decodeGeneric([]byte(tc.config))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := openHealthzURL(cfg)
 			if errString(err) != tc.wantErr {
 				t.Errorf("error = %q, want %q", errString(err), tc.wantErr)
 			}
