@@ -93,6 +93,7 @@ type Cluster struct {
 	etcdURL   string
 	// controllers are kube-controller-manager and kube-scheduler (Pods).
 	controllers []*process
+	hostCgroups map[string]bool // cgroup parents the host had (Pods)
 	logf        func(string, ...any)
 	stopOnce    sync.Once
 }

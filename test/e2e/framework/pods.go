@@ -40,6 +40,7 @@ const PauseImage = "registry.example/kubectl-dkc-pause:v1"
 // the admin credential, serving nothing, and waits until the controller
 // manager published kube-root-ca.crt.
 func (c *Cluster) startPodControllers(ctx context.Context) error {
+	c.hostCgroups = cgroupParents()
 	kcm := c.newProcess("kube-controller-manager", []string{
 		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
 		"--kubeconfig=" + c.Kubeconfig,
@@ -74,11 +75,34 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 	})
 }
 
-// stopPodControllers ends what startPodControllers started.
+// stopPodControllers ends what startPodControllers started. Called once
+// every node stopped, it also removes the cgroup parents containerd made
+// for containers (cgroup v1: /sys/fs/cgroup/CONTROLLER/k8s.io), where the
+// host had none before.
 func (c *Cluster) stopPodControllers() {
 	for _, p := range c.controllers {
 		_ = p.stop(10 * time.Second)
 	}
+	if !c.opts.Pods {
+		return
+	}
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
+	for _, d := range dirs {
+		if !c.hostCgroups[d] {
+			_ = os.Remove(d) // empty once every container is gone
+		}
+	}
+}
+
+// cgroupParents lists the cgroup v1 directories containerd uses for
+// containers that exist now.
+func cgroupParents() map[string]bool {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
+	m := map[string]bool{}
+	for _, d := range dirs {
+		m[d] = true
+	}
+	return m
 }
 
 // podsContainerdArgv gives containerd its own /run (see Pods).
