@@ -327,50 +327,44 @@ func (p *HealthProber) kubeletURL(want map[string]any) (string, error) {
 	if p.cfg.KubeletURL != "" {
 		return strings.TrimSuffix(p.cfg.KubeletURL, "/"), nil
 	}
-	host := "127.0.0.1"
-	if s, ok := want["address"].(string); ok && s != "" {
+	host, port, err := configHostPort(want, "address", "port", DefaultKubeletPort)
+	if err != nil {
+		return "", err
+	}
+	return "https://" + net.JoinHostPort(host, port), nil
+}
+
+// configHostPort reads an address field and a port field of the expected
+// config: the address must be an IP, 127.0.0.1 when unset or unspecified;
+// the port is defPort when unset.
+func configHostPort(want map[string]any, addrField, portField, defPort string) (host, port string, err error) {
+	host = "127.0.0.1"
+	if s, ok := want[addrField].(string); ok && s != "" {
 		ip := net.ParseIP(s)
 		if ip == nil {
-			return "", fmt.Errorf("expected config: address %q is not an IP address", s)
+			return "", "", fmt.Errorf("expected config: %s %q is not an IP address", addrField, s)
 		}
 		if !ip.IsUnspecified() {
 			host = s
 		}
 	}
-	port := DefaultKubeletPort
-	if v, ok := want["port"]; ok && v != nil {
+	port = defPort
+	if v, ok := want[portField]; ok && v != nil {
 		n, ok := v.(json.Number)
 		if !ok {
-			return "", fmt.Errorf("expected config: port %v is not a number", v)
+			return "", "", fmt.Errorf("expected config: %s %v is not a number", portField, v)
 		}
 		port = n.String()
 	}
-	return "https://" + net.JoinHostPort(host, port), nil
+	return host, port, nil
 }
 
 // openHealthzURL is http://HEALTHZBINDADDRESS:HEALTHZPORT/healthz of the
 // expected config, or "" when its healthzPort is 0.
 func openHealthzURL(want map[string]any) (string, error) {
-	host := "127.0.0.1"
-	if s, ok := want["healthzBindAddress"].(string); ok && s != "" {
-		ip := net.ParseIP(s)
-		if ip == nil {
-			return "", fmt.Errorf("expected config: healthzBindAddress %q is not an IP address", s)
-		}
-		if !ip.IsUnspecified() {
-			host = s
-		}
-	}
-	port := defaultHealthzPort
-	if v, ok := want["healthzPort"]; ok && v != nil {
-		n, ok := v.(json.Number)
-		if !ok {
-			return "", fmt.Errorf("expected config: healthzPort %v is not a number", v)
-		}
-		if n.String() == "0" {
-			return "", nil
-		}
-		port = n.String()
+	host, port, err := configHostPort(want, "healthzBindAddress", "healthzPort", defaultHealthzPort)
+	if err != nil || port == "0" {
+		return "", err
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
 }
