@@ -30,6 +30,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -75,10 +76,11 @@ func BenchmarkFleetRollout(b *testing.B) {
 	if maxUnavailable == "" {
 		maxUnavailable = fleetMaxUnavailable
 	}
-	budget, err := budgetOf(maxUnavailable, n)
+	mu, err := rollout.ParseMaxUnavailable(maxUnavailable)
 	if err != nil {
 		b.Fatal(err)
 	}
+	budget := rollout.Budget(mu, n)
 	b.StopTimer()
 	c := framework.Setup(b, framework.Options{
 		ControlPlaneOnly: true,
@@ -207,22 +209,6 @@ func BenchmarkFleetRollout(b *testing.B) {
 	b.ReportMetric((reqAfter-reqBefore)/float64(n), "apiserver-requests/node")
 	b.ReportMetric(float64(agentReq.total())/float64(n), "agent-requests/node")
 	b.ReportMetric(mib(heapAfter-heapBefore), "agents-heap-MiB")
-}
-
-// budgetOf is maxUnavailable of n nodes: a count, or a percentage rounded
-// down and at least 1.
-func budgetOf(maxUnavailable string, n int) (int, error) {
-	var v int
-	if p, ok := strings.CutSuffix(maxUnavailable, "%"); ok {
-		if _, err := fmt.Sscanf(p, "%d", &v); err != nil {
-			return 0, fmt.Errorf("max unavailable %q: %w", maxUnavailable, err)
-		}
-		return max(1, n*v/100), nil
-	}
-	if _, err := fmt.Sscanf(maxUnavailable, "%d", &v); err != nil || v < 1 {
-		return 0, fmt.Errorf("max unavailable %q: want N or P%%", maxUnavailable)
-	}
-	return v, nil
 }
 
 // fleet is the simulated nodes' agents, running in this process.
