@@ -117,25 +117,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ag, err := withAgent.StartAgent(dkcBinary, withAgent.AgentArgs(framework.AgentOptions{
-		Kubeconfig:    kubeconfig,
-		HealthTimeout: 2 * time.Minute,
-		TrialDuration: time.Hour, // no promotion while measuring
-	}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	metricsURL := "http://" + withAgent.IP + ":10390/metrics"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := httpGet(metricsURL); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("agent /metrics did not answer within 30s; see %s", ag.LogPath)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	ag, metricsURL := startBenchAgent(b, withAgent, kubeconfig, 2*time.Minute)
 	agentBench := &assignBench{b: b, c: c, node: withAgent.Name, metricsURL: metricsURL, carrier: source.Native}
 
 	// applyNative assigns name to the native node and checks that its

@@ -88,26 +88,7 @@ func BenchmarkAssignToActive(b *testing.B) {
 		}
 	}
 
-	ag, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
-		Kubeconfig:    kubeconfig,
-		HealthTimeout: time.Minute,
-		TrialDuration: time.Hour, // no promotion while measuring
-	}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	metricsURL := "http://" + n.IP + ":10390/metrics"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := httpGet(metricsURL); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("agent /metrics did not answer within 30s; see %s", ag.LogPath)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-
+	ag, metricsURL := startBenchAgent(b, n, kubeconfig, time.Minute)
 	bench := &assignBench{b: b, c: c, node: n.Name, metricsURL: metricsURL}
 	// A warm-up apply that is not measured: the first one also moves the
 	// kubelet off its local config.
@@ -135,6 +116,32 @@ func BenchmarkAssignToActive(b *testing.B) {
 	}
 
 	bench.report(results)
+}
+
+// startBenchAgent starts the dkc agent of node n as kubeconfig's user, with
+// healthTimeout and no promotion to last-known-good while measuring, and
+// returns it and the URL of its /metrics once that answers.
+func startBenchAgent(b *testing.B, n *framework.Node, kubeconfig string, healthTimeout time.Duration) (*framework.Agent, string) {
+	b.Helper()
+	ag, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+		Kubeconfig:    kubeconfig,
+		HealthTimeout: healthTimeout,
+		TrialDuration: time.Hour,
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	metricsURL := "http://" + n.IP + ":10390/metrics"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := httpGet(metricsURL); err == nil {
+			return ag, metricsURL
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("agent /metrics did not answer within 30s; see %s", ag.LogPath)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // assignBench makes one apply at a time and measures it.
