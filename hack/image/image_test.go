@@ -83,7 +83,7 @@ func TestReproducible(t *testing.T) {
 			var sums [][32]byte
 			for i := range 2 {
 				o.Out = filepath.Join(dir, kind+string(rune('a'+i))+".oci.tar")
-				o.Ref = ""
+				o.Ref = map[string]string{"pause": DefaultPauseRef, "agent": DefaultAgentRepo + ":v0.1.0-test"}[kind]
 				d, err := build(ctx, o)
 				if err != nil {
 					t.Fatal(err)

@@ -69,6 +69,12 @@ func run(ctx context.Context, args []string) error {
 	if o.Out == "" {
 		return fmt.Errorf("-o is required: the archive to write")
 	}
+	if o.Ref == "" {
+		o.Ref = DefaultPauseRef
+		if o.Kind == "agent" {
+			o.Ref = DefaultAgentRepo + ":" + o.Version
+		}
+	}
 	d, err := build(ctx, o)
 	if err != nil {
 		return err
@@ -105,14 +111,8 @@ func build(ctx context.Context, o options) (v1.Hash, error) {
 		var spec imageSpec
 		switch o.Kind {
 		case "agent":
-			if o.Ref == "" {
-				o.Ref = DefaultAgentRepo + ":" + o.Version
-			}
 			spec, err = agentSpec(ctx, o, p, epoch, work)
 		default:
-			if o.Ref == "" {
-				o.Ref = DefaultPauseRef
-			}
 			spec, err = pauseSpec(ctx, here, p, epoch, work)
 		}
 		if err != nil {
