@@ -72,6 +72,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	// Commit: one write names want, with its trial start, so that a
 	// restarted agent puts want on the kubelet even if this one dies
 	// before writing it.
+	prev, verify := st, a.verify
 	now := a.Clock.Now()
 	st.Assigned, st.AssignedAt = want, &now
 	if st.ErrorSource != nil && source.Equal(st.ErrorSource, want) {
@@ -84,6 +85,19 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	restarted, _, err := a.activate(ctx, want, raw, current, true)
 	if err != nil && ctx.Err() != nil {
 		return 0, ctx.Err() // shutting down: the next start verifies
+	}
+	var werr *writeError
+	if errors.As(err, &werr) {
+		// Not the config's fault, and the kubelet still runs what it ran:
+		// undo the commit, so that the next sync applies want again, and
+		// let the work queue retry with backoff; sync reports it.
+		logger.Error(err, "Could not write the kubelet's config; the kubelet is untouched, retrying")
+		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
+		a.verify = verify
+		if serr := a.setState(prev); serr != nil {
+			return 0, serr
+		}
+		return 0, err
 	}
 	if err != nil {
 		return 0, a.rollback(ctx, node, c, want, began, err)
@@ -110,13 +124,23 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	return requeue, a.publish(ctx, node, r)
 }
 
+// writeError is a failure to write the kubelet's config that left its
+// effective config as it was (a read-only or full config directory): the
+// kubelet was not restarted and the config is not at fault. The caller
+// keeps the record as it was and retries; it never rolls back for it.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
 // activate makes payload, the config of src (nil: the local config), the
 // kubelet's config, records src as the config last written, and, if that
 // changed the effective config, restarts the kubelet and (with gate) gates
 // on its health. before is the effective config before the write. A CPU or
 // memory manager policy change removes the manager's state file while the
 // kubelet is stopped. Without gate it returns when the restart began, for a
-// later gate.
+// later gate. A write that fails with the effective config still before
+// returns a *writeError, with nothing recorded.
 func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payload, before []byte, gate bool) (restarted bool, since time.Time, err error) {
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
@@ -126,7 +150,11 @@ func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payl
 		err = a.Writer.Apply(payload)
 	}
 	if err != nil {
-		return false, since, fmt.Errorf("write kubelet config: %w", err)
+		// The writer's error names the operation and the path.
+		if now, rerr := a.Writer.Effective(); rerr == nil && sameJSON(before, now) {
+			return false, since, &writeError{err: err}
+		}
+		return false, since, err
 	}
 	st, err := a.state()
 	if err != nil {

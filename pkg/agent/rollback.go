@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +57,13 @@ func (a *Agent) restoreLastKnownGood(ctx context.Context, node *corev1.Node, c s
 	if _, _, err := a.activate(ctx, lkg, payload, current, true); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		var werr *writeError
+		if errors.As(err, &werr) {
+			// The last-known-good config is not at fault: the kubelet
+			// still runs the failed config, which sync reports; the
+			// work queue retries.
+			return err
 		}
 		logger.Error(err, "The last-known-good config failed the health gate too")
 		st.Error += fmt.Sprintf("; the last-known-good config failed too: %v", err)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -34,7 +35,9 @@ func (a *Agent) startup(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if c, ok := a.Writer.(kubelet.TempCleaner); ok {
 		if err := c.CleanTemps(); err != nil {
-			return err
+			// A leftover temporary is harmless; a read-only directory
+			// must not stop the agent.
+			logger.Error(err, "Could not remove the temporaries of the kubelet's config")
 		}
 	}
 	st, adopted, err := a.Store.State()
@@ -78,6 +81,14 @@ func (a *Agent) startup(ctx context.Context) error {
 	}
 	began := a.Clock.Now()
 	restarted, since, err := a.activate(ctx, target, payload, obs.effective, false)
+	var werr *writeError
+	if errors.As(err, &werr) {
+		// The kubelet keeps what its config holds, which the record's
+		// Active and the status name; the first sync reports the
+		// failure and retries with backoff.
+		logger.Error(err, "Could not write the kubelet's config; leaving it, the first sync retries", "config", describe(target))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
