@@ -89,3 +89,52 @@ func TestStartupWithReadOnlyConfigDirRetries(t *testing.T) {
 	diff(t, "kubelet config once writable", cfgB, string(e.writer.Current))
 	diff(t, "condition once writable", "True Trial", e.condition(t))
 }
+
+// An agent started with the kubelet's config directory read-only, while
+// the file already holds the record's target, writes nothing and starts.
+func TestStartupOnTargetWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.onLastKnownGood(t, "a", cfgA)
+	e.writer.ApplyErr, e.writer.RestoreErr = errReadOnly, errReadOnly
+	calls := len(e.writer.Calls)
+
+	e.a = e.newAgent()
+	must(t, e.a.startup(context.Background()))
+	for _, c := range e.writer.Calls[calls:] {
+		if c == "Apply" || c == "Restore" {
+			t.Errorf("startup called %s on a kubelet config that holds its target", c)
+		}
+	}
+	e.sync(t)
+	diff(t, "condition", "True Applied", e.condition(t))
+}
+
+// A rollback whose write of the last-known-good config fails leaves the
+// kubelet on the failed config: the status says so, the last-known-good
+// config is not called failed, and the next sync finishes the rollback.
+func TestRollbackWriteFailureIsRetried(t *testing.T) {
+	e := newEnv(t)
+	e.onLastKnownGood(t, "a", cfgA)
+	e.configMap(t, "b", cfgB, nil)
+	e.assign(t, "b")
+	e.prober.Results = []error{errors.New("healthz: connection refused")}
+	e.restart.OnCall = func(string) { e.writer.ApplyErr = errReadOnly } // after b is written
+
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+		t.Fatalf("sync with a rollback that cannot write: no error")
+	}
+	e.restart.OnCall = nil
+	diff(t, "kubelet config", cfgB, string(e.writer.Current))
+	st := e.status(t)
+	diff(t, "status active", ref("b", "1"), st.Active)
+	if !strings.Contains(st.Error, "read-only file system") || strings.Contains(st.Error, "failed too") {
+		t.Errorf("status error %q: want the write failure, not the last-known-good config blamed", st.Error)
+	}
+	diff(t, "condition", "False Failed", e.condition(t))
+
+	e.writer.ApplyErr = nil
+	e.sync(t)
+	diff(t, "kubelet config after the retry", cfgA, string(e.writer.Current))
+	diff(t, "status active after the retry", ref("a", "1"), e.status(t).Active)
+	diff(t, "condition after the retry", "False RolledBack", e.condition(t))
+}
