@@ -71,13 +71,17 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	}
 	b.Logf("created %d Node objects in %s (32 concurrent clients)", count, took.Round(time.Millisecond))
 
+	// The configs the nodes run exist, as in a real cluster: rollout start
+	// reads the config each node runs to see whether it needs a drain.
 	// A rollout over every node, for `rollout status`: started, then left
 	// Running with its canary in progress, as no agent runs here.
-	if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-c", Namespace: source.DefaultNamespace},
-		Data:       map[string]string{source.DefaultKey: fleetTarget},
-	}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
+	for _, name := range []string{"kubelet-a", "kubelet-b", "kubelet-c"} {
+		if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: source.DefaultNamespace},
+			Data:       map[string]string{source.DefaultKey: fleetTarget},
+		}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	_, _, err = runTimed(c.Kubeconfig, dkcBinary, "rollout", "start", "--config", "kubelet-c", "--all",
 		"--max-unavailable", "10%", "--name", "bench-status", "--wait", "--timeout", "5s")
