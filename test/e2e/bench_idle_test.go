@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -46,14 +45,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 		idle = time.Duration(n) * time.Second
 	}
 	b.StopTimer()
-	slim := os.Getenv("DKC_AGENT_BINARY")
-	if slim == "" {
-		slim = filepath.Join(b.TempDir(), "kubectl-dkc-agent")
-		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", slim, "github.com/kubectl-dkc/dkc/cmd/kubectl-dkc-agent")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("build kubectl-dkc-agent: %v\n%s", err, out)
-		}
-	}
+	slim := agentBinary(b)
 
 	// The audit log records every request of the agent's user, watches
 	// included, and nothing else.

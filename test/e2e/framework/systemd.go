@@ -182,10 +182,15 @@ func (s *Systemd) Path(path string) string {
 
 // Systemctl runs the host's systemctl inside the manager's namespaces.
 func (s *Systemd) Systemctl(args ...string) (string, error) {
-	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "systemctl", "--no-pager"}, args...)...)
+	return s.Exec(append([]string{"systemctl", "--no-pager"}, args...)...)
+}
+
+// Exec runs argv inside the manager's mount and PID namespaces, as root.
+func (s *Systemd) Exec(argv ...string) (string, error) {
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "--"}, argv...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
 	}
 	return string(out), nil
 }
