@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
-
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -84,28 +80,9 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 
 	configs := map[*framework.Node][]string{}
 	for _, n := range []*framework.Node{native, withAgent} {
-		local, err := os.ReadFile(n.ConfigPath)
-		if err != nil {
-			b.Fatal(err)
-		}
 		for i := 0; i < 2; i++ {
-			var cfg map[string]any
-			if err := yaml.Unmarshal(local, &cfg); err != nil {
-				b.Fatal(err)
-			}
-			cfg["maxPods"] = 41 + i
-			payload, err := yaml.Marshal(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
 			name := fmt.Sprintf("%s-%c", n.Name, 'a'+i)
-			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: source.DefaultNamespace},
-				Data:       map[string]string{source.DefaultKey: string(payload)},
-			}
-			if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
+			createMaxPodsConfig(ctx, b, c, n, name, 41+i)
 			configs[n] = append(configs[n], name)
 		}
 	}

@@ -64,28 +64,9 @@ func BenchmarkAssignToActive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	local, err := os.ReadFile(n.ConfigPath)
-	if err != nil {
-		b.Fatal(err)
-	}
 	names := []string{"bench-a", "bench-b"}
 	for i, name := range names {
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local, &cfg); err != nil {
-			b.Fatal(err)
-		}
-		cfg["maxPods"] = 41 + i
-		payload, err := yaml.Marshal(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: source.DefaultNamespace},
-			Data:       map[string]string{source.DefaultKey: string(payload)},
-		}
-		if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
+		createMaxPodsConfig(ctx, b, c, n, name, 41+i)
 	}
 
 	ag, metricsURL := startBenchAgent(b, n, kubeconfig, time.Minute)
@@ -116,6 +97,32 @@ func BenchmarkAssignToActive(b *testing.B) {
 	}
 
 	bench.report(results)
+}
+
+// createMaxPodsConfig creates ConfigMap name in kube-system: node n's local
+// kubelet config with maxPods set.
+func createMaxPodsConfig(ctx context.Context, b *testing.B, c *framework.Cluster, n *framework.Node, name string, maxPods int) {
+	b.Helper()
+	local, err := os.ReadFile(n.ConfigPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(local, &cfg); err != nil {
+		b.Fatal(err)
+	}
+	cfg["maxPods"] = maxPods
+	payload, err := yaml.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: source.DefaultNamespace},
+		Data:       map[string]string{source.DefaultKey: string(payload)},
+	}
+	if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // startBenchAgent starts the dkc agent of node n as kubeconfig's user, with
