@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
@@ -130,7 +133,17 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 // keeps the record as it was and retries; it never rolls back for it.
 type writeError struct{ err error }
 
-func (e *writeError) Error() string { return e.err.Error() }
+// Error names the directory rather than the random temporary the write
+// created in it, so that the status reported on each retry is the same and
+// patches the Node once, not on every retry.
+func (e *writeError) Error() string {
+	var pe *fs.PathError
+	if errors.As(e.err, &pe) && strings.HasPrefix(filepath.Base(pe.Path), atomicfile.TempPrefix) {
+		return fmt.Sprintf("write kubelet config in %s: %v", filepath.Dir(pe.Path), pe.Err)
+	}
+	return e.err.Error()
+}
+
 func (e *writeError) Unwrap() error { return e.err }
 
 // activate makes payload, the config of src (nil: the local config), the

@@ -3,7 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kubectl-dkc/dkc/pkg/status"
@@ -11,7 +14,7 @@ import (
 
 // errReadOnly is what the writer returns when the kubelet's config
 // directory is mounted read-only.
-var errReadOnly = errors.New("write kubelet config: open /var/lib/kubelet/.dkc-tmp-1: read-only file system")
+var errReadOnly = fmt.Errorf("write kubelet config: %w", &fs.PathError{Op: "open", Path: "/var/lib/kubelet/.dkc-tmp-1", Err: syscall.EROFS})
 
 // A failure to write the kubelet's config leaves the kubelet on its config
 // and is not the config's fault: it is reported as an internal failure, the
@@ -36,7 +39,9 @@ func TestConfigWriteFailureIsRetriedNotRolledBack(t *testing.T) {
 		st := e.status(t)
 		diff(t, "status active", ref("a", "1"), st.Active)
 		diff(t, "status assigned", ref("b", "1"), st.Assigned)
-		for _, want := range []string{status.InternalError, "read-only file system"} {
+		// The directory, not the random temporary: the same message on
+		// every retry patches the Node once.
+		for _, want := range []string{status.InternalError, "/var/lib/kubelet: read-only file system"} {
 			if !strings.Contains(st.Error, want) {
 				t.Errorf("status error %q does not contain %q", st.Error, want)
 			}
