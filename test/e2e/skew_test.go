@@ -117,7 +117,7 @@ func TestKubeletSkew(t *testing.T) {
 			t.Errorf("kubelet %s configz has a kind; this test assumes it has none:\n%s", skewKubeletVersion, raw)
 		}
 		out := mustDKC(t, c, "", "snapshot", replace.Name).Stdout
-		for _, want := range []string{"kind: KubeletConfiguration", "apiVersion: kubelet.config.k8s.io/v1beta1"} {
+		for _, want := range []string{`"kind": "KubeletConfiguration"`, `"apiVersion": "kubelet.config.k8s.io/v1beta1"`} {
 			if !strings.Contains(out, want) {
 				t.Errorf("snapshot of a %s kubelet lacks %q:\n%s", skewKubeletVersion, want, out)
 			}
