@@ -3,12 +3,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -27,7 +34,10 @@ const sideBySideApplies = 10
 //     with a short RestartSec would.
 //   - agent: the same kubelet binary without the gate, so its DKC is off,
 //     and a dkc agent in exec mode restarting it through the harness's
-//     restart command (the same supervisor, the same 200 ms).
+//     restart command (the same supervisor, the same 200 ms). Its
+//     identity is deploy/rbac.yaml's with get on nodes/proxy in place of
+//     nodes/healthz and nodes/configz, as docs/agent.md says kubelets older
+//     than 1.33 need: without it the kubelet answers the health gate 403.
 //
 // Both get their assignment the same way: one JSON merge patch of the Node's
 // spec.configSource, which this apiserver keeps, and which is the carrier
@@ -94,6 +104,16 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Kubelet 1.23 has no fine-grained kubelet authorization: it asks for
+	// nodes/proxy on /healthz and /configz, which deploy/rbac.yaml does not
+	// grant, so the agent's health gate could never pass. Grant what
+	// docs/agent.md says kubelets older than 1.33 need.
+	status, body := kubeletHealthz(b, withAgent, kubeconfig)
+	if want := "subresource=proxy"; status != http.StatusForbidden || !strings.Contains(body, want) {
+		b.Fatalf("kubelet %s /healthz as the agent with deploy/rbac.yaml only: %d %q, want 403 naming %s", legacyVersion, status, body, want)
+	}
+	grantOldKubeletProxy(ctx, b, c)
+	// The kubelet caches the 403 for 30 s; the warm-up's restart drops it.
 	ag, metricsURL := startBenchAgent(b, withAgent, kubeconfig, 2*time.Minute)
 	agentBench := &assignBench{b: b, c: c, node: withAgent.Name, metricsURL: metricsURL, carrier: source.Native}
 
@@ -215,4 +235,51 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// kubeletHealthz reads node n's kubelet /healthz at :10250 as kubeconfig's
+// user, as the agent's health gate does, and returns the status code and
+// body.
+func kubeletHealthz(b *testing.B, n *framework.Node, kubeconfig string) (int, string) {
+	b.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client, err := kubelet.NewKubeletClient(cfg, kubelet.KubeletTLS{CAFile: n.KubeletCAFile(), ServerName: n.Name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := client.Get("https://" + n.IP + ":10250/healthz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return resp.StatusCode, strings.TrimSpace(string(body))
+}
+
+// grantOldKubeletProxy does what docs/agent.md ("Kubelets older than 1.33")
+// says an agent of such a kubelet needs: in deploy/rbac.yaml's ClusterRole,
+// get on nodes/proxy in place of the nodes/healthz and nodes/configz rule.
+func grantOldKubeletProxy(ctx context.Context, b *testing.B, c *framework.Cluster) {
+	b.Helper()
+	const name = "kubectl-dkc:agent"
+	role, err := c.Client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	replaced := false
+	for i, r := range role.Rules {
+		if strings.Join(r.Resources, ",") == "nodes/healthz,nodes/configz" {
+			role.Rules[i] = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}}
+			replaced = true
+		}
+	}
+	if !replaced {
+		b.Fatalf("ClusterRole %s has no rule on nodes/healthz and nodes/configz to replace: %+v", name, role.Rules)
+	}
+	if _, err := c.Client.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 }
