@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -189,7 +188,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := o.checkConfigMap(ctx); err != nil {
+	if _, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut); err != nil {
 		return err
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
@@ -238,30 +237,6 @@ func (o *Options) warnRestarts(nodes []corev1.Node, src *corev1.NodeConfigSource
 	if changing > 1 {
 		fmt.Fprintf(o.ErrOut, "Warning: %d nodes get the new config at once, and their kubelets all restart at the same time; to restart a few at a time, use kubectl dkc rollout start --config %s\n", changing, o.Config)
 	}
-}
-
-// checkConfigMap makes sure the ConfigMap exists and has the key, and warns
-// when dkc did not push it.
-func (o *Options) checkConfigMap(ctx context.Context) error {
-	ref := o.Namespace + "/" + o.Config
-	cm, err := o.Client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, o.Config, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("configmap %q not found: push it with kubectl dkc push, or name its namespace with -n", ref)
-	}
-	if err != nil {
-		return fmt.Errorf("get configmap %q: %w", ref, err)
-	}
-	if _, err := source.Payload(cm, o.Key); err != nil {
-		var missing *source.KeyNotFoundError
-		if errors.As(err, &missing) && len(missing.Keys) > 0 {
-			return fmt.Errorf("%w; choose one with --key", err)
-		}
-		return err
-	}
-	if _, ok := cm.Labels[source.ConfigLabel]; !ok {
-		fmt.Fprintf(o.ErrOut, "Warning: configmap %q has no label %s: it was not pushed by kubectl dkc push\n", ref, source.ConfigLabel)
-	}
-	return nil
 }
 
 // assign assigns src to node through the carrier the flags ask for, and

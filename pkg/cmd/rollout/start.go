@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -254,7 +253,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	var cm *corev1.ConfigMap
 	if target != nil {
 		var err error
-		if cm, err = o.configMap(ctx); err != nil {
+		if cm, err = util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut); err != nil {
 			return err
 		}
 	}
@@ -309,22 +308,6 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return o.detach(created.Name)
 	}
 	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
-}
-
-// configMap gets the ConfigMap to roll out and checks its key.
-func (o *StartOptions) configMap(ctx context.Context) (*corev1.ConfigMap, error) {
-	ref := o.Namespace + "/" + o.Config
-	cm, err := o.Client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, o.Config, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("configmap %q not found: push it with kubectl dkc push, or name its namespace with -n", ref)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get configmap %q: %w", ref, err)
-	}
-	if _, err := source.Payload(cm, o.Key); err != nil {
-		return nil, fmt.Errorf("%w; choose one with --key", err)
-	}
-	return cm, nil
 }
 
 // name is --name, or the config's name (or to-local) with a random suffix.
