@@ -367,11 +367,7 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 	if *o.PrintFlags.OutputFormat != "" {
 		return o.Printer.PrintObj(r, o.Out)
 	}
-	suffix := " (dry run)"
-	if o.DryRun == util.DryRunServer {
-		suffix = " (server dry run)"
-	}
-	fmt.Fprintf(o.Out, "rollout/%s%s: %s\n", r.Name, suffix, rollout.Headline(r))
+	fmt.Fprintf(o.Out, "rollout/%s%s: %s\n", r.Name, util.DryRunSuffix(o.DryRun), rollout.Headline(r))
 	tw := printers.GetNewTabWriter(o.Out)
 	header := "WAVE\tNODES"
 	if len(r.Spec.Drain) > 0 {

@@ -16,15 +16,20 @@ func NewPrintFlags() *genericclioptions.PrintFlags {
 
 // ToPrinter returns pf's printer for operation ("assigned", "created", ...),
 // marked " (dry run)" for a client dry run and " (server dry run)" for a
-// server one, as kubectl marks them. It is the one place that turns
-// --dry-run into that suffix.
+// server one, as kubectl marks them (DryRunSuffix).
 func ToPrinter(pf *genericclioptions.PrintFlags, dryRun, operation string) (printers.ResourcePrinter, error) {
+	pf.NamePrintFlags.Operation = operation + DryRunSuffix(dryRun)
+	return pf.ToPrinter()
+}
+
+// DryRunSuffix is what kubectl appends to an operation for --dry-run:
+// " (dry run)" for client, " (server dry run)" for server, else nothing.
+func DryRunSuffix(dryRun string) string {
 	switch dryRun {
 	case DryRunClient:
-		operation += " (dry run)"
+		return " (dry run)"
 	case DryRunServer:
-		operation += " (server dry run)"
+		return " (server dry run)"
 	}
-	pf.NamePrintFlags.Operation = operation
-	return pf.ToPrinter()
+	return ""
 }
