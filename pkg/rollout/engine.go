@@ -23,6 +23,12 @@ import (
 // DefaultResync is how often Run looks at the rollout when no event came.
 const DefaultResync = 10 * time.Second
 
+// DefaultParallel is how many nodes Run starts (drains and assigns) at
+// once by default. The budget bounds how many are under way in all; this
+// only bounds the requests in flight, so that a wave of 100 starts in a
+// fraction of a second rather than one node after another.
+const DefaultParallel = 32
+
 var (
 	// ErrHalted means the rollout halted on a node's error. It matches
 	// status.ErrConfigError, so a command exits with status.ExitConfigError.
@@ -54,6 +60,10 @@ type Options struct {
 	OnChange func(r *Rollout, observed map[string]Observed)
 	// Log receives a line per pod a drain evicts; nil discards them.
 	Log io.Writer
+	// Parallel is how many nodes of a wave are drained and assigned at
+	// once (DefaultParallel when 0). Never more than the budget are under
+	// way, whatever it is.
+	Parallel int
 	// ReadOnly watches without acting: each node's phase is computed from
 	// its carrier and passed to OnChange, nothing is written, and Run
 	// returns once the rollout is Done, Halted or Aborted. This is
@@ -77,6 +87,9 @@ func Run(ctx context.Context, client kubernetes.Interface, namespace, name strin
 	}
 	if opts.Resync <= 0 {
 		opts.Resync = DefaultResync
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = DefaultParallel
 	}
 	store := &Store{Client: client, Namespace: namespace}
 	r, err := store.Get(ctx, name)
@@ -112,6 +125,8 @@ type engine struct {
 	wake time.Time
 	// assigned holds the nodes this client assigned.
 	assigned map[string]bool
+	// carriers holds the carrier detected for this run.
+	carriers carrierCache
 	// last is the rollout last reported in ReadOnly mode.
 	last *Rollout
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +25,7 @@ import (
 //     passed;
 //  6. start the current wave's nodes while the budget has room: record
 //     them InProgress (with the assignment to undo to) first, then drain
-//     and assign them.
+//     and assign them, up to Options.Parallel at once.
 //
 // Recording before assigning is what keeps the budget across a dead
 // client: a node recorded InProgress holds its slot, and whoever runs the
@@ -188,21 +189,22 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 
 	// Assign every node recorded InProgress that does not hold its target
 	// yet: the ones just recorded, and any a dead client recorded.
+	var todo []string
 	for _, name := range e.cur.Spec.Nodes {
 		rec := e.cur.NodeStatus(name)
 		o, exists := observed[name]
 		if rec.Phase != InProgress || !exists || o.Assigned || e.assigned[name] {
 			continue
 		}
-		if err := e.startNode(ctx, name, rec); err != nil {
-			r := e.cur.DeepCopy()
-			rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &now
-			r.Status.Nodes[name] = rec
-			r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
-			return e.finish(ctx, r, observed)
-		}
-		// The node cache may not show the assignment on the next pass yet.
-		e.assigned[name] = true
+		todo = append(todo, name)
+	}
+	if name, err := e.startNodes(ctx, todo, nodes); err != nil {
+		r := e.cur.DeepCopy()
+		rec := r.NodeStatus(name)
+		rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &now
+		r.Status.Nodes[name] = rec
+		r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
+		return e.finish(ctx, r, observed)
 	}
 	return false, nil
 }
@@ -306,9 +308,56 @@ func (e *engine) notify(r *Rollout, observed map[string]Observed) {
 	}
 }
 
+// startNodes drains (where the rollout must) and assigns the nodes in
+// names, up to Options.Parallel at once, in their order. Every one of them
+// is recorded InProgress already, so the budget holds however many run at
+// once. On the first failure no further node is started; the ones under
+// way finish. startNodes returns the first node that failed and its error.
+func (e *engine) startNodes(ctx context.Context, names []string, nodes map[string]*corev1.Node) (string, error) {
+	if len(names) == 0 {
+		return "", nil
+	}
+	var (
+		mu       sync.Mutex
+		failed   string
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan string)
+	for range min(e.opts.Parallel, len(names)) {
+		wg.Go(func() {
+			for name := range next {
+				mu.Lock()
+				halted := firstErr != nil
+				mu.Unlock()
+				if halted {
+					continue
+				}
+				err := e.startNode(ctx, name, e.cur.NodeStatus(name), nodes[name])
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					failed, firstErr = name, err
+				}
+				if err == nil {
+					// The node cache may not show the assignment on the
+					// next pass yet.
+					e.assigned[name] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, name := range names {
+		next <- name
+	}
+	close(next)
+	wg.Wait()
+	return failed, firstErr
+}
+
 // startNode drains node when the rollout must, then assigns it its target.
 // A failed drain uncordons the node again: nothing changed on it.
-func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus) error {
+func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, node *corev1.Node) error {
 	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", e.cur.Name)
 	if rec.Cordoned {
 		logger.V(2).Info("Draining node")
@@ -320,12 +369,57 @@ func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus) err
 		}
 	}
 	target := e.cur.Spec.Target(name)
-	logger.V(2).Info("Assigning node", "target", DescribeTarget(target))
-	return Assign(ctx, e.client, name, target)
+	carrier := source.Annotation
+	if target != nil {
+		c, err := e.carriers.get(ctx, e.client, name, node)
+		if err != nil {
+			return err
+		}
+		carrier = c
+	}
+	logger.V(2).Info("Assigning node", "target", DescribeTarget(target), "carrier", carrier)
+	return assignVia(ctx, e.client, name, carrier, target)
+}
+
+// carrierCache remembers the carrier source.Detect found, for one run of
+// the engine. The carrier is the apiserver's, not the node's: an apiserver
+// keeps spec.configSource or drops it for every Node alike, with one
+// exception (DESIGN.md, "Carrier on 1.26+"): on update a 1.26+ apiserver
+// keeps the field on a Node that stores one already. So there are two
+// answers at most, one for the nodes that hold spec.configSource and one
+// for those that do not, and each is detected once, on the first such
+// node, instead of once per node (a request each, which at client-go's
+// rate limit spread a wave's starts over tens of seconds). A failed Detect
+// is not remembered: the next node tries again.
+type carrierCache struct {
+	mu sync.Mutex
+	// byNative is indexed by whether the node holds spec.configSource.
+	byNative map[bool]source.Carrier
+}
+
+// get returns the carrier for the node named name, which node shows as
+// last seen (nil when not seen), detecting it on that node the first time
+// its kind of node is asked for. Callers wait for a detection under way.
+func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node) (source.Carrier, error) {
+	native := node != nil && node.Spec.ConfigSource != nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if carrier, ok := c.byNative[native]; ok {
+		return carrier, nil
+	}
+	carrier, err := source.Detect(ctx, client, name)
+	if err != nil {
+		return "", err
+	}
+	if c.byNative == nil {
+		c.byNative = map[bool]source.Carrier{}
+	}
+	c.byNative[native] = carrier
+	return carrier, nil
 }
 
 // Assign sets node's assignment to target (nil: its local config) through
-// the carrier the apiserver keeps for it.
+// the carrier the apiserver keeps for it, which it detects first.
 func Assign(ctx context.Context, client kubernetes.Interface, node string, target *corev1.NodeConfigSource) error {
 	carrier := source.Annotation
 	if target != nil {
@@ -335,6 +429,11 @@ func Assign(ctx context.Context, client kubernetes.Interface, node string, targe
 		}
 		carrier = c
 	}
+	return assignVia(ctx, client, node, carrier, target)
+}
+
+// assignVia sets node's assignment to target through carrier.
+func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource) error {
 	patch, err := source.AssignPatch(carrier, target)
 	if err != nil {
 		return fmt.Errorf("assign node %q: %w", node, err)

@@ -175,8 +175,8 @@ func errString(err error) string {
 // fakeAgents plays every node's dkc agent against a fake clientset: when a
 // node's assignment differs from what it reports active, it "restarts" for
 // restart, then reports the assignment active, or an error when bad says
-// so. It records how many nodes were restarting at once, and every node's
-// applies.
+// so, and then looks at the node again. It records how many nodes were
+// restarting at once, and every node's applies.
 type fakeAgents struct {
 	client  kubernetes.Interface
 	restart time.Duration
@@ -250,6 +250,11 @@ func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
 		a.mu.Lock()
 		delete(a.busy, node.Name)
 		a.mu.Unlock()
+		// Events that came while busy were dropped: look at the node as
+		// it is now, as a level-driven agent does.
+		if now, err := a.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err == nil {
+			a.handle(ctx, now)
+		}
 	}()
 }
 

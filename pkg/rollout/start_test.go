@@ -1,0 +1,235 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// patchCounter wraps the rollout's clientset. It counts the carrier
+// probes (dry-run Node patches) and the assignment patches in flight at
+// once, and makes each assignment take delay. The delay is spent outside
+// the fake clientset, which serves one request at a time. An assignment
+// of node fail fails at once.
+type patchCounter struct {
+	kubernetes.Interface
+	delay time.Duration
+	fail  string
+
+	mu       sync.Mutex
+	probes   int
+	inFlight int
+	peak     int
+	tried    []string
+}
+
+// IsWatchListSemanticsUnSupported tells the informers, as the fake
+// clientset does, that it cannot stream a watch's initial list.
+func (c *patchCounter) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (c *patchCounter) CoreV1() corev1client.CoreV1Interface {
+	return countingCore{c.Interface.CoreV1(), c}
+}
+
+type countingCore struct {
+	corev1client.CoreV1Interface
+	c *patchCounter
+}
+
+func (s countingCore) Nodes() corev1client.NodeInterface {
+	return countingNodes{s.CoreV1Interface.Nodes(), s.c}
+}
+
+type countingNodes struct {
+	corev1client.NodeInterface
+	c *patchCounter
+}
+
+func (n countingNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Node, error) {
+	c := n.c
+	if len(opts.DryRun) > 0 {
+		c.mu.Lock()
+		c.probes++
+		c.mu.Unlock()
+		return n.NodeInterface.Patch(ctx, name, pt, data, opts, sub...)
+	}
+	c.mu.Lock()
+	c.tried = append(c.tried, name)
+	if name == c.fail {
+		c.mu.Unlock()
+		return nil, errors.New("boom")
+	}
+	c.inFlight++
+	c.peak = max(c.peak, c.inFlight)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inFlight--
+		c.mu.Unlock()
+	}()
+	time.Sleep(c.delay)
+	return n.NodeInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// TestRunStartsAWaveAtOnceWithinBudget: a wave's nodes are assigned
+// concurrently, the carrier is detected once for the run, and never more
+// nodes than the budget restart at once.
+func TestRunStartsAWaveAtOnceWithinBudget(t *testing.T) {
+	fakeClient, names := newFleet(t, 20)
+	client := &patchCounter{Interface: fakeClient, delay: 30 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: fakeClient, restart: 100 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(5)})
+
+	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	if err != nil || r.Status.State != Done {
+		t.Fatalf("Run: %v, state %s, want Done", err, r.Status.State)
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	if client.probes != 1 {
+		t.Errorf("%d carrier probes, want 1 for the whole run", client.probes)
+	}
+	if client.peak < 2 || client.peak > 5 {
+		t.Errorf("peak %d assignments in flight at once, want 2 to 5 (concurrent, within the budget)", client.peak)
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	if agents.peak > 5 {
+		t.Errorf("peak %d nodes restarting at once, budget 5", agents.peak)
+	}
+	for _, n := range names {
+		if agents.applies[n] != 1 {
+			t.Errorf("node %s applied %d times, want 1", n, agents.applies[n])
+		}
+		node, _ := fakeClient.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if src, carrier, _ := source.Assigned(node); carrier != source.Annotation || !source.Equal(src, cm("good")) {
+			t.Errorf("node %s assigned %v through %q, want good through the annotation", n, src, carrier)
+		}
+	}
+}
+
+// TestRunStartsNoNodeAfterAFailure: once an assignment fails, no further
+// node is started, though others were under way at once.
+func TestRunStartsNoNodeAfterAFailure(t *testing.T) {
+	fakeClient, names := newFleet(t, 8)
+	client := &patchCounter{Interface: fakeClient, delay: 300 * time.Millisecond, fail: "n1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
+
+	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond, Parallel: 2})
+	if !errors.Is(err, ErrHalted) {
+		t.Fatalf("Run: %v, want halted", err)
+	}
+	if want := `node/n1: assign node "n1": boom`; r.Status.State != Halted || r.Status.Reason != want {
+		t.Errorf("state %s %q, want Halted %q", r.Status.State, r.Status.Reason, want)
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	// n1 fails at once; n2 may be under way by then (2 at once), and
+	// nothing after it starts.
+	for _, n := range client.tried {
+		if n != "n1" && n != "n2" {
+			t.Errorf("node %s was assigned after n1 failed (tried %v)", n, client.tried)
+		}
+	}
+	for _, n := range names[4:] {
+		if p := r.NodeStatus(n).Phase; p != Waiting {
+			t.Errorf("node %s %s, want Waiting: its wave never began", n, p)
+		}
+	}
+}
+
+// TestRunDetectsTheCarrierPerKindOfNode: an apiserver 1.26+ keeps
+// spec.configSource on a Node that stores one already, so such a node is
+// detected on its own, and assigned natively.
+func TestRunDetectsTheCarrierPerKindOfNode(t *testing.T) {
+	fakeClient, names := newFleet(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n2, _ := fakeClient.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+	n2.Spec.ConfigSource = cm("old")
+	n2.Annotations = map[string]string{source.StatusAnnotation: `{"assigned":{"configMap":{"namespace":"kube-system","name":"old","kubeletConfigKey":"kubelet"}},"active":{"configMap":{"namespace":"kube-system","name":"old","kubeletConfigKey":"kubelet"}}}`}
+	if _, err := fakeClient.CoreV1().Nodes().Update(ctx, n2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client := &patchCounter{Interface: fakeClient}
+	agents := &fakeAgents{client: fakeClient, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
+
+	if r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond}); err != nil {
+		t.Fatalf("Run: %v, state %s", err, r.Status.State)
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	if client.probes != 2 {
+		t.Errorf("%d carrier probes, want 2: one per kind of node", client.probes)
+	}
+	got := map[string]source.Carrier{}
+	for _, n := range names {
+		node, _ := fakeClient.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		src, carrier, _ := source.Assigned(node)
+		if !source.Equal(src, cm("good")) {
+			t.Errorf("node %s assigned %v, want good", n, src)
+		}
+		got[n] = carrier
+	}
+	want := map[string]source.Carrier{"n1": source.Annotation, "n2": source.Native, "n3": source.Annotation, "n4": source.Annotation}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("carriers (-want +got):\n%s", diff)
+	}
+}
+
+// TestDrainPlannerAsksForAMissingConfigMapOnce: nodes that report a
+// deleted ConfigMap active cost one GET, not one each.
+func TestDrainPlannerAsksForAMissingConfigMapOnce(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: "kube-system"},
+		Data:       map[string]string{"kubelet": "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 20\n"},
+	})
+	gets := map[string]int{}
+	client.PrependReactor("get", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		gets[action.(k8stesting.GetAction).GetName()]++
+		return false, nil, nil
+	})
+	var nodes []corev1.Node
+	for i := 1; i <= 3; i++ {
+		n := readyNode(fmt.Sprintf("n%d", i), nil)
+		n.Annotations = map[string]string{source.StatusAnnotation: `{"active":{"configMap":{"namespace":"kube-system","name":"gone","kubeletConfigKey":"kubelet"}}}`}
+		nodes = append(nodes, *n)
+	}
+	var warnings []string
+	p := &DrainPlanner{Client: client, Warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
+	for range 2 {
+		if _, err := p.Plan(context.Background(), nodes, cm("pods")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"pods": 1, "gone": 1}, gets); diff != "" {
+		t.Errorf("GETs per ConfigMap (-want +got):\n%s", diff)
+	}
+	if len(warnings) != 6 || !strings.Contains(warnings[0], `configmaps "gone" not found`) {
+		t.Errorf("warnings %q, want one per node and plan, saying gone is not found", warnings)
+	}
+}
