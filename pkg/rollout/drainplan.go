@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -33,7 +34,12 @@ type DrainPlanner struct {
 	// Warn receives what the planner could not find out.
 	Warn func(format string, args ...any)
 
-	cache map[string]*kubeletconfigv1beta1.KubeletConfiguration
+	// cache holds each ConfigMap's decoded config, and failed what could
+	// not be read for good: a ConfigMap that does not exist or does not
+	// decode. A fleet whose nodes report a deleted ConfigMap active then
+	// costs one GET, not one per node.
+	cache  map[string]*kubeletconfigv1beta1.KubeletConfiguration
+	failed map[string]error
 }
 
 // Plan returns the nodes among nodes that need a drain to go from what they
@@ -102,23 +108,39 @@ func (p *DrainPlanner) running(ctx context.Context, node *corev1.Node, askKubele
 }
 
 // configMapConfig decodes the kubelet config src names, once per ConfigMap.
+// A ConfigMap that is missing or does not decode is asked for once too;
+// other errors (perhaps passing) are not remembered.
 func (p *DrainPlanner) configMapConfig(ctx context.Context, src *corev1.NodeConfigSource) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	key := status.FormatSource(src, false)
 	if cfg, ok := p.cache[key]; ok {
 		return cfg, nil
 	}
+	if err, ok := p.failed[key]; ok {
+		return nil, err
+	}
+	fail := func(err error) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+		if p.failed == nil {
+			p.failed = map[string]error{}
+		}
+		p.failed[key] = err
+		return nil, err
+	}
 	ref := src.ConfigMap
 	cm, err := p.Client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get configmap %s/%s: %w", ref.Namespace, ref.Name, err)
+		err = fmt.Errorf("get configmap %s/%s: %w", ref.Namespace, ref.Name, err)
+		if apierrors.IsNotFound(err) {
+			return fail(err)
+		}
+		return nil, err
 	}
 	payload, err := source.Payload(cm, ref.KubeletConfigKey)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	cfg, _, err := kubeletconfig.Decode(payload, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
 	if err != nil {
-		return nil, fmt.Errorf("configmap %s/%s: %w", ref.Namespace, ref.Name, err)
+		return fail(fmt.Errorf("configmap %s/%s: %w", ref.Namespace, ref.Name, err))
 	}
 	if p.cache == nil {
 		p.cache = map[string]*kubeletconfigv1beta1.KubeletConfiguration{}
