@@ -50,7 +50,7 @@ Drift). The agent keeps the last %d in the node's annotation %s.
 				return fmt.Errorf("invalid --output %q: must be json or yaml", o.Output)
 			}
 			var err error
-			if o.Client, err = util.Client(f); err != nil {
+			if o.Client, err = newClient(f); err != nil {
 				return err
 			}
 			cmd.SilenceUsage = true

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
@@ -198,5 +200,33 @@ WAVE         NODES   DRAIN
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestWithRateLimit(t *testing.T) {
+	type limit struct {
+		QPS     float32
+		Burst   int
+		Limiter bool
+	}
+	tests := map[string]struct {
+		in   *rest.Config
+		want limit
+	}{
+		"client-go's default is raised": {in: &rest.Config{}, want: limit{QPS: clientQPS, Burst: clientBurst}},
+		"a set limit is kept":           {in: &rest.Config{QPS: 20, Burst: 30}, want: limit{QPS: 20, Burst: 30}},
+		"no limit is kept":              {in: &rest.Config{QPS: -1}, want: limit{QPS: -1}},
+		"a rate limiter is kept":        {in: &rest.Config{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}, want: limit{Limiter: true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := withRateLimit(tc.in)
+			if diff := cmp.Diff(tc.want, limit{got.QPS, got.Burst, got.RateLimiter != nil}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if got == tc.in {
+				t.Error("withRateLimit changed its argument; want a copy")
+			}
+		})
 	}
 }

@@ -181,7 +181,7 @@ func (o *StartOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, o.DryRun, "started"); err != nil {
 		return err
 	}
-	o.Client, err = util.Client(f)
+	o.Client, err = newClient(f)
 	return err
 }
 

@@ -93,7 +93,7 @@ func (o *StateOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, o.verb.operation); err != nil {
 		return err
 	}
-	o.Client, err = util.Client(f)
+	o.Client, err = newClient(f)
 	return err
 }
 
@@ -155,7 +155,7 @@ on a node's error, 3 timeout.`,
 			if o.Timeout < 0 {
 				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
 			}
-			if o.Client, err = util.Client(f); err != nil {
+			if o.Client, err = newClient(f); err != nil {
 				return err
 			}
 			cmd.SilenceUsage = true

@@ -15,7 +15,6 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -94,7 +93,7 @@ func (o *StatusOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobr
 			return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
 		}
 	}
-	o.Client, err = util.Client(f)
+	o.Client, err = newClient(f)
 	return err
 }
 

@@ -72,7 +72,7 @@ undo is undone. A running or paused rollout is aborted first.
 			if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, "started"); err != nil {
 				return err
 			}
-			if o.Client, err = util.Client(f); err != nil {
+			if o.Client, err = newClient(f); err != nil {
 				return err
 			}
 			o.start = &StartOptions{Client: o.Client, Namespace: o.Namespace, IOStreams: streams, Wait: o.Wait}
