@@ -70,6 +70,10 @@ type Agent struct {
 	// kubelet's config with its record) when nothing else makes it;
 	// default DefaultDriftCheckInterval, negative: never.
 	DriftCheckInterval time.Duration
+	// Started, when set, is called once, after start-up has put the
+	// kubelet's config where the record says and before the agent talks to
+	// the apiserver: the point a service manager may start the kubelet.
+	Started func()
 
 	// refused is the last config that failed its checks, not checked again
 	// until the assignment or the ConfigMap changes.
@@ -117,6 +121,9 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	if err := a.startup(ctx); err != nil {
 		return fmt.Errorf("startup: %w", err)
+	}
+	if a.Started != nil {
+		a.Started()
 	}
 
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
