@@ -85,7 +85,10 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 		return 0, err
 	}
 	logger.Info("Applying config")
-	restarted, _, err := a.activate(ctx, want, raw, current, true)
+	// Once the restarted kubelet shows want in its configz, status names
+	// want as active while the gate waits for its Ready.
+	running := func() { a.reportRunning(ctx, node, c, want) }
+	restarted, _, err := a.activate(ctx, want, raw, current, true, running)
 	if err != nil && ctx.Err() != nil {
 		return 0, ctx.Err() // shutting down: the next start verifies
 	}
@@ -152,9 +155,10 @@ func (e *writeError) Unwrap() error { return e.err }
 // on its health. before is the effective config before the write. A CPU or
 // memory manager policy change removes the manager's state file while the
 // kubelet is stopped. Without gate it returns when the restart began, for a
-// later gate. A write that fails with the effective config still before
-// returns a *writeError, with nothing recorded.
-func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payload, before []byte, gate bool) (restarted bool, since time.Time, err error) {
+// later gate; running, if set, is the gate's Expectation.Running. A write
+// that fails with the effective config still before returns a *writeError,
+// with nothing recorded.
+func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payload, before []byte, gate bool, running func()) (restarted bool, since time.Time, err error) {
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
 	if payload == nil {
@@ -192,7 +196,7 @@ func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payl
 	if err != nil || !gate {
 		return true, since, err
 	}
-	return true, since, a.probe(ctx, after, since)
+	return true, since, a.probe(ctx, after, since, running)
 }
 
 // restart restarts the kubelet for a change from before to after, and
@@ -236,13 +240,14 @@ func (a *Agent) restart(ctx context.Context, before, after []byte) (time.Time, e
 	return began, a.Restarter.Start(ctx)
 }
 
-// probe runs the health gate with HealthTimeout.
-func (a *Agent) probe(ctx context.Context, effective []byte, since time.Time) error {
+// probe runs the health gate with HealthTimeout; running, if set, is called
+// once the kubelet is seen running effective (kubelet.Expectation.Running).
+func (a *Agent) probe(ctx context.Context, effective []byte, since time.Time, running func()) error {
 	began := a.Clock.Now()
 	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhaseProbe).Observe(a.Clock.Since(began).Seconds()) }()
 	ctx, cancel := context.WithTimeout(ctx, a.HealthTimeout)
 	defer cancel()
-	if err := a.Prober.Probe(ctx, kubelet.Expectation{Config: effective, Since: since}); err != nil {
+	if err := a.Prober.Probe(ctx, kubelet.Expectation{Config: effective, Since: since, Running: running}); err != nil {
 		return fmt.Errorf("health check: %w", err)
 	}
 	return nil

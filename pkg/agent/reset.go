@@ -41,7 +41,7 @@ func (a *Agent) reset(ctx context.Context, node *corev1.Node, st checkpoint.Stat
 			return err
 		}
 		var err error
-		restarted, _, err = a.activate(ctx, nil, nil, obs.effective, true)
+		restarted, _, err = a.activate(ctx, nil, nil, obs.effective, true, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -56,12 +56,17 @@ func (a *Agent) reset(ctx context.Context, node *corev1.Node, st checkpoint.Stat
 		a.Metrics.Resets.Inc()
 	}
 	r := report{status: nil}
-	if changed || findCondition(node.Status.Conditions) != nil {
+	switch {
+	case changed || findCondition(node.Status.Conditions) != nil:
 		r.reason, r.message = ReasonReset, message
 		if changed {
 			r.event = ReasonReset
 			r.history = &source.HistoryEntry{Result: source.ResultReset, Message: message}
 		}
+	default:
+		// The agent's first report on a node that never had an
+		// assignment: it shows that an agent looks after the node.
+		r.reason, r.message = ReasonLocal, "no config assigned; kubelet runs its local config"
 	}
 	if restarted {
 		logger.Info("Restored the local config", "restarted", restarted)

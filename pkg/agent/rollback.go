@@ -54,7 +54,7 @@ func (a *Agent) restoreLastKnownGood(ctx context.Context, node *corev1.Node, c s
 	if err != nil {
 		return fmt.Errorf("read kubelet config: %w", err)
 	}
-	if _, _, err := a.activate(ctx, lkg, payload, current, true); err != nil {
+	if _, _, err := a.activate(ctx, lkg, payload, current, true, nil); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -23,6 +23,11 @@ const (
 	// ReasonApplied (True): the kubelet runs the assigned config, and it is
 	// the last-known-good config.
 	ReasonApplied = "Applied"
+	// ReasonVerifying (Unknown): the kubelet runs the assigned config (its
+	// configz shows it, its healthz passes) and the status names it as
+	// active, but the health gate still waits for a Ready from the
+	// restarted kubelet; it ends in Trial or Applied, or in RolledBack.
+	ReasonVerifying = source.ReasonVerifying
 	// ReasonTrial (True): the kubelet runs the assigned config and passed
 	// the health gate; it becomes last-known-good when --trial-duration
 	// passes.
@@ -42,6 +47,11 @@ const (
 	// ReasonReset (True): the assignment was removed and the kubelet runs
 	// the node's local config.
 	ReasonReset = "Reset"
+	// ReasonLocal (True): nothing is assigned and the kubelet runs its
+	// local config, as it did before the agent started: the agent's first
+	// report on a node, so that the node shows an agent before its first
+	// assignment.
+	ReasonLocal = "Local"
 	// ReasonDrift (False): the kubelet's config file or drop-in holds bytes
 	// the agent never wrote (something else rewrote it); --on-drift says
 	// whether the agent puts its config back.
@@ -71,8 +81,10 @@ type report struct {
 // config it was asked to run.
 func conditionStatus(reason string) corev1.ConditionStatus {
 	switch reason {
-	case ReasonApplied, ReasonTrial, ReasonReset:
+	case ReasonApplied, ReasonTrial, ReasonReset, ReasonLocal:
 		return corev1.ConditionTrue
+	case ReasonVerifying:
+		return corev1.ConditionUnknown
 	}
 	return corev1.ConditionFalse
 }
@@ -93,6 +105,13 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		cur = nil
 	}
 	statusChanged := !r.keepStatus && !apiequality.Semantic.DeepEqual(cur, r.status) || (r.status != nil && curCarrier != r.carrier)
+	if r.reason == ReasonVerifying {
+		// The condition first: a reader never sees the new active next to
+		// the verdict of an earlier apply.
+		if err := a.publishCondition(ctx, node, r); err != nil {
+			return err
+		}
+	}
 	history, err := a.history(ctx, node, r.history)
 	if err != nil {
 		return err
@@ -124,6 +143,30 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		logger.V(2).Info("Reported config status", "status", r.status)
 	}
 
+	if r.reason != ReasonVerifying {
+		if err := a.publishCondition(ctx, node, r); err != nil {
+			return err
+		}
+	}
+
+	if r.event != "" && a.Recorder != nil {
+		eventType := corev1.EventTypeNormal
+		if conditionStatus(r.event) == corev1.ConditionFalse {
+			eventType = corev1.EventTypeWarning
+		}
+		msg := r.eventMessage
+		if msg == "" {
+			msg = r.message
+		}
+		ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
+		a.Recorder.Event(ref, eventType, r.event, msg)
+	}
+	return nil
+}
+
+// publishCondition writes r's condition through nodes/status when it
+// differs from node's; an empty reason leaves it.
+func (a *Agent) publishCondition(ctx context.Context, node *corev1.Node, r report) error {
 	if r.reason != "" {
 		want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(r.reason), Reason: r.reason, Message: r.message}
 		if old := findCondition(node.Status.Conditions); old == nil || old.Status != want.Status || old.Reason != want.Reason || old.Message != want.Message {
@@ -144,19 +187,6 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 			}
 			*node = *updated
 		}
-	}
-
-	if r.event != "" && a.Recorder != nil {
-		eventType := corev1.EventTypeNormal
-		if conditionStatus(r.event) == corev1.ConditionFalse {
-			eventType = corev1.EventTypeWarning
-		}
-		msg := r.eventMessage
-		if msg == "" {
-			msg = r.message
-		}
-		ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-		a.Recorder.Event(ref, eventType, r.event, msg)
 	}
 	return nil
 }

@@ -206,7 +206,7 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 		since := *a.verify
 		a.verify = nil
 		klog.FromContext(ctx).Info("Verifying the kubelet's health on the config in trial", "assigned", describe(st.Assigned))
-		if err := a.probe(ctx, obs.effective, since); err != nil {
+		if err := a.probe(ctx, obs.effective, since, nil); err != nil {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
@@ -234,6 +234,34 @@ func (a *Agent) okReport(c source.Carrier, st checkpoint.State, obs observation)
 		r.message = fmt.Sprintf("kubelet runs %s; it becomes last-known-good after %s", describe(st.Assigned), a.TrialDuration)
 	}
 	return r
+}
+
+// reportRunning publishes, while the health gate of an apply of want waits
+// for the restarted kubelet's Ready, that the kubelet runs want: the gate saw
+// its configz show want, and the kubelet's config file holds want's bytes
+// (observe). The condition says Verifying until the gate ends, in Trial or
+// Applied, or in RolledBack. A failure to publish is only logged: the
+// gate's end reports again.
+func (a *Agent) reportRunning(ctx context.Context, node *corev1.Node, c source.Carrier, want *corev1.NodeConfigSource) {
+	logger := klog.FromContext(ctx)
+	st, err := a.state()
+	if err != nil {
+		logger.Error(err, "Could not report the config the kubelet runs")
+		return
+	}
+	obs := a.observe(st)
+	if obs.err != nil || obs.drift || !source.Equal(obs.source, want) || !source.Equal(st.Assigned, want) {
+		return
+	}
+	r := report{
+		carrier: c,
+		status:  a.observedStatus(st, st.Assigned, obs, ""),
+		reason:  ReasonVerifying,
+		message: fmt.Sprintf("kubelet runs %s (its configz shows it); the health gate waits for Ready from the restarted kubelet", describe(want)),
+	}
+	if err := a.publish(ctx, node, r); err != nil {
+		logger.Error(err, "Could not report the config the kubelet runs; the health gate goes on")
+	}
 }
 
 // rolledBackReport is the report of a kubelet back on the last-known-good

@@ -95,6 +95,12 @@ type Expectation struct {
 	// Restarter. The kubelet's Lease must be renewed, and its Ready
 	// condition reported, after it, so that a stale Ready does not count.
 	Since time.Time
+	// Running, when set, is called once, the first time an attempt finds
+	// /healthz passing and /configz showing Config, both answered by the
+	// kubelet itself: the kubelet runs Config. The probe then goes on to
+	// wait for the Node's Ready. It is not called for a configz the probe
+	// could not verify, and it runs on the caller's goroutine, inside Probe.
+	Running func()
 }
 
 // Prober checks a restarted kubelet: /healthz OK, /configz showing the

@@ -145,7 +145,9 @@ func NewProber(cfg ProberConfig) *HealthProber {
 //     same second).
 //
 // Checks 1 and 2 ask the kubelet itself, at KubeletURL; check 3 asks the
-// apiserver.
+// apiserver. The first attempt where checks 1 and 2 pass calls want.Running,
+// if set: from then on the kubelet is known to run want.Config, and only its
+// Ready is awaited.
 //
 // # When the apiserver does not answer
 //
@@ -202,7 +204,7 @@ func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHealthGate, err)
 	}
-	st := &readyState{since: want.Since}
+	st := &readyState{since: want.Since, running: want.Running}
 	var last, unverified error
 	// away is true when the last complete attempt passed healthz and
 	// configz (or left configz unverified), and the apiserver did not
@@ -264,6 +266,9 @@ func (p *HealthProber) attempt(ctx context.Context, base, open string, want map[
 			return false, nil, fmt.Errorf("configz: %w", err)
 		}
 		unverified = fmt.Errorf("configz: %w", err)
+	} else if st.running != nil {
+		st.running()
+		st.running = nil
 	}
 	if err := p.checkReady(ctx, st); err != nil {
 		return true, unverified, fmt.Errorf("node: %w", err)
@@ -433,6 +438,8 @@ type readyState struct {
 	since time.Time
 	// leaseSeen is when this Probe first saw the Lease renewed after since.
 	leaseSeen time.Time
+	// running is Expectation.Running until it has been called.
+	running func()
 }
 
 // checkReady requires Ready=True, reported by a kubelet that started after

@@ -675,3 +675,62 @@ func writeOtherCA(t *testing.T) string {
 	}
 	return path
 }
+
+// TestProbeRunning proves that Expectation.Running is called exactly once,
+// and only when the kubelet itself showed healthz passing and configz
+// matching: not for a kubelet that fails either, and not for a configz the
+// probe could not verify.
+func TestProbeRunning(t *testing.T) {
+	tests := map[string]struct {
+		edit func(n *fakeNode)
+		// down closes the apiserver.
+		down        bool
+		wantRunning int
+		wantPass    bool
+	}{
+		"healthy":         {wantRunning: 1, wantPass: true},
+		"never Ready":     {edit: func(n *fakeNode) { n.ready = corev1.ConditionFalse }, wantRunning: 1},
+		"apiserver away":  {down: true, wantRunning: 1, wantPass: true},
+		"configz differs": {edit: func(n *fakeNode) { n.configz = `{"kubeletconfig":{"maxPods":110}}` }},
+		"healthz fails": {edit: func(n *fakeNode) {
+			n.healthzCode, n.healthzBody = http.StatusInternalServerError, "[-]syncloop failed"
+		}},
+		"configz unverified": {edit: func(n *fakeNode) { n.cannotAsk = http.StatusInternalServerError }, down: true, wantPass: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := healthyNode()
+			open := httptest.NewServer(http.HandlerFunc(n.open))
+			t.Cleanup(open.Close)
+			host, port, err := net.SplitHostPort(strings.TrimPrefix(open.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.configz = fmt.Sprintf(`{"kubeletconfig":{"maxPods":42,"healthzBindAddress":%q,"healthzPort":%s}}`, host, port)
+			if tc.edit != nil {
+				tc.edit(n)
+			}
+			s := startFakeNode(t, n)
+			p := s.prober(t)
+			if tc.down {
+				s.api.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			calls := 0
+			cfg := fmt.Sprintf(`{"maxPods":42,"healthzBindAddress":%q,"healthzPort":%s}`, host, port)
+			err = p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since, Running: func() { calls++ }})
+			if pass := err == nil; pass != tc.wantPass {
+				t.Errorf("Probe passed = %t (%v), want %t", pass, err, tc.wantPass)
+			}
+			if calls != tc.wantRunning {
+				t.Errorf("Running called %d times, want %d", calls, tc.wantRunning)
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if tc.wantRunning == 1 && n.healthzHits < 2 && !tc.wantPass {
+				t.Errorf("healthz asked %d times, want several attempts", n.healthzHits)
+			}
+		})
+	}
+}

@@ -27,6 +27,13 @@ const (
 	// ConditionType is the Node condition the agent maintains, so that the
 	// state shows in `kubectl describe node`.
 	ConditionType corev1.NodeConditionType = "KubeletConfigOK"
+	// ReasonVerifying is the reason of the ConditionType condition (status
+	// Unknown) while the agent's health gate runs on a config the kubelet
+	// already runs: its /configz shows the config and its /healthz passes,
+	// and the gate waits for a Ready from the restarted kubelet. The status
+	// then names the config as active; readers that wait for an apply to
+	// end (assign --wait, rollout) wait for another reason.
+	ReasonVerifying = "Verifying"
 
 	// DefaultNamespace and DefaultKey match the old documented workflow.
 	DefaultNamespace = "kube-system"

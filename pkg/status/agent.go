@@ -18,8 +18,8 @@ type AgentState string
 const (
 	// AgentNone: no agent has ever reported on the node: no status in
 	// either carrier and no source.ConditionType condition. An assignment
-	// to it is never applied. An agent that has never had an assignment to
-	// act on has not reported yet either.
+	// to it is never applied. A running agent reports its condition at its
+	// first sync, assigned or not.
 	AgentNone AgentState = "none"
 	// AgentReady: an agent has reported, and its status answers the node's
 	// assignment (or the assignment is younger than StaleAfter).
@@ -29,6 +29,12 @@ const (
 	// (status.assigned is not the assignment). The agent is likely gone or
 	// stuck.
 	AgentStale AgentState = "stale"
+	// AgentVerifying: the agent reports that the kubelet runs the node's
+	// assignment (status.active names it: the kubelet's configz shows it),
+	// and its health gate still waits for a Ready from the restarted
+	// kubelet (condition reason source.ReasonVerifying). The apply has not
+	// ended: it ends ready, or with a rollback and an error.
+	AgentVerifying AgentState = "verifying"
 )
 
 // StaleAfter is how long an assignment may wait for the agent to take it up
@@ -58,6 +64,9 @@ func Agent(node *corev1.Node, now time.Time) AgentState {
 		assigned = st.Assigned
 	}
 	if source.Equal(assigned, requested) {
+		if c := condition(node); c != nil && c.Reason == source.ReasonVerifying {
+			return AgentVerifying
+		}
 		return AgentReady
 	}
 	at, ok := requestedAt(node, carrier)
@@ -68,12 +77,17 @@ func Agent(node *corev1.Node, now time.Time) AgentState {
 }
 
 func hasCondition(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == source.ConditionType {
-			return true
+	return condition(node) != nil
+}
+
+// condition is node's source.ConditionType condition, nil when it has none.
+func condition(node *corev1.Node) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == source.ConditionType {
+			return &node.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // requestedAt is the newest managedFields time of the field that carrier c

@@ -78,6 +78,16 @@ func TestAgent(t *testing.T) {
 			managed:    []metav1.ManagedFieldsEntry{entry(ownsSpec, time.Hour, "")},
 			want:       AgentStale,
 		},
+		"status answers the assignment, gate running": {
+			annotations: map[string]string{source.AssignedAnnotation: assignB, source.StatusAnnotation: statusB},
+			conditions:  []corev1.NodeCondition{{Type: source.ConditionType, Status: corev1.ConditionUnknown, Reason: source.ReasonVerifying}},
+			want:        AgentVerifying,
+		},
+		"gate running for an older assignment": {
+			annotations: map[string]string{source.AssignedAnnotation: assignB, source.StatusAnnotation: statusA},
+			conditions:  []corev1.NodeCondition{{Type: source.ConditionType, Status: corev1.ConditionUnknown, Reason: source.ReasonVerifying}},
+			want:        AgentReady,
+		},
 		"reset pending, age unknown": {
 			annotations: map[string]string{source.StatusAnnotation: statusA},
 			want:        AgentReady,
@@ -99,10 +109,11 @@ func TestAgent(t *testing.T) {
 
 func TestAgentCause(t *testing.T) {
 	tests := map[AgentState]string{
-		AgentNone:  "no dkc agent has reported on it; see docs/install.md",
-		AgentStale: "its dkc agent has not taken up the assignment for over 2m0s; check the agent",
-		AgentReady: "",
-		"":         "",
+		AgentNone:      "no dkc agent has reported on it; see docs/install.md",
+		AgentStale:     "its dkc agent has not taken up the assignment for over 2m0s; check the agent",
+		AgentReady:     "",
+		AgentVerifying: "its dkc agent's health gate is waiting for Ready from the restarted kubelet",
+		"":             "",
 	}
 	for state, want := range tests {
 		if diff := cmp.Diff(want, AgentCause(state)); diff != "" {

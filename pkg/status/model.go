@@ -48,8 +48,8 @@ type NodeConfig struct {
 	ConfigSource *corev1.NodeConfigSource `json:"configSource,omitempty"`
 	// Status is what the node reports; nil when it reports nothing.
 	Status *corev1.NodeConfigStatus `json:"status,omitempty"`
-	// Agent says whether a dkc agent looks after the node: none, ready or
-	// stale (see AgentState).
+	// Agent says whether a dkc agent looks after the node: none, ready,
+	// verifying (its health gate still runs) or stale (see AgentState).
 	Agent AgentState `json:"agent,omitempty"`
 }
 

@@ -253,6 +253,10 @@ func TestReached(t *testing.T) {
 			item: newItem("n1").requested(cm("a")).status(ckpt("a", "1"), ckpt("a", "1"), ckpt("a", "1"), ""),
 			want: WaitActive, wantDone: true,
 		},
+		"active: the health gate still runs": {
+			item: newItem("n1").requested(cm("a")).status(ckpt("a", "1"), ckpt("a", "1"), nil, "").agent(AgentVerifying),
+			want: WaitActive,
+		},
 		"active: still the old config": {
 			item: newItem("n1").requested(cm("b")).status(ckpt("a", "1"), ckpt("a", "1"), nil, ""),
 			want: WaitActive,

@@ -58,8 +58,9 @@ const (
 
 // Reached reports whether item reached condition want:
 //   - WaitActive is done when status.active is the requested assignment
-//     (same namespace, name and key; or both nil, the local config) and
-//     status.error is empty. It fails, with an error matching ErrConfigError
+//     (same namespace, name and key; or both nil, the local config),
+//     status.error is empty, and the agent's health gate has ended (its
+//     Agent is not AgentVerifying). It fails, with an error matching ErrConfigError
 //     and carrying the node's error text, when status.error is set and
 //     status.assigned is the request. A node without status is done only
 //     when nothing is requested: it runs its local config.
@@ -79,7 +80,7 @@ func Reached(item NodeConfig, want string) (done bool, failed error) {
 			}
 			return false, nil
 		}
-		return source.Equal(st.Active, item.ConfigSource), nil
+		return source.Equal(st.Active, item.ConfigSource) && item.Agent != AgentVerifying, nil
 	case WaitError:
 		return st != nil && st.Error != "", nil
 	default:

@@ -229,6 +229,8 @@ func AgentCause(a AgentState) string {
 		return "no dkc agent has reported on it; " + InstallHint
 	case AgentStale:
 		return fmt.Sprintf("its dkc agent has not taken up the assignment for over %s; check the agent", StaleAfter)
+	case AgentVerifying:
+		return "its dkc agent's health gate is waiting for Ready from the restarted kubelet"
 	}
 	return ""
 }

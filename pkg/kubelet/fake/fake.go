@@ -177,6 +177,10 @@ type FakeProber struct {
 	// Block makes Probe wait for its ctx to end and return an error
 	// wrapping kubelet.ErrHealthGate and ctx's error, after recording the call.
 	Block bool
+	// OnProbe, when set, runs at each call after it is recorded and before
+	// it returns, without the lock held: a test's stand-in for what the
+	// real probe sees meanwhile, such as calling want.Running.
+	OnProbe func(want kubelet.Expectation)
 }
 
 var _ kubelet.Prober = &FakeProber{}
@@ -185,6 +189,11 @@ var _ kubelet.Prober = &FakeProber{}
 func (p *FakeProber) Probe(ctx context.Context, want kubelet.Expectation) error {
 	p.mu.Lock()
 	p.Expectations = append(p.Expectations, want)
+	if on := p.OnProbe; on != nil {
+		p.mu.Unlock()
+		on(want)
+		p.mu.Lock()
+	}
 	if p.Block {
 		p.mu.Unlock()
 		<-ctx.Done()
