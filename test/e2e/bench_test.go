@@ -195,10 +195,12 @@ func (ab *assignBench) apply(ctx context.Context, name string, seq int) (applyRe
 		return r, err
 	}
 
-	// The agent counts the apply right before it reports it; wait for the
-	// count so that the histograms hold this apply.
+	// The agent counts the apply when its health gate has passed, which
+	// may be well after it reported the config active (a kubelet that
+	// reports Ready late); wait for the count so that the histograms hold
+	// this apply, and so that the next apply starts after this one ended.
 	var after map[string]float64
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if after, err = ab.scrape(); err != nil {
 			return r, err
