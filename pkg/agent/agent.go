@@ -22,8 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -32,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -45,7 +44,7 @@ const (
 
 // Agent runs the DKC loop for one node.
 type Agent struct {
-	Client   kubernetes.Interface
+	Client   kubeclient.Interface
 	NodeName string
 	// Store is the checkpoint store under --dynamic-config-dir.
 	Store     *checkpoint.Store
@@ -138,22 +137,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	// Only this Node: a field selector, never a list of every node.
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(a.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.NodeName).String()
-		}))
-	nodes := nodeFactory.Core().V1().Nodes()
-	if _, err := nodes.Informer().AddEventHandler(handler); err != nil {
+	nodes := cache.NewSharedIndexInformer(kubeclient.NodeListWatch(a.Client, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.NodeName).String()
+	}), &corev1.Node{}, 0, cache.Indexers{})
+	if _, err := nodes.AddEventHandler(handler); err != nil {
 		return fmt.Errorf("watch node: %w", err)
 	}
 	a.cms = configMapWatch{client: a.Client, handler: handler, enqueue: func() { queue.Add(nodeKey) }}
-	nodeFactory.Start(ctx.Done())
+	var informerDone sync.WaitGroup
+	informerDone.Go(func() { nodes.RunWithContext(ctx) })
 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for a.processNext(ctx, queue, nodes.Lister()) {
+		for a.processNext(ctx, queue, corelisters.NewNodeLister(nodes.GetIndexer())) {
 		}
 	}()
 	logger.Info("Agent started; watching the node and its assigned ConfigMap")
@@ -161,7 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	queue.ShutDown()
 	wg.Wait()
 	a.cms.stop()
-	nodeFactory.Shutdown()
+	informerDone.Wait()
 	logger.Info("Agent stopped")
 	return nil
 }
@@ -220,7 +218,7 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 // the node's status instead of only in the agent's log; each error and the
 // first sync queue the node again.
 type configMapWatch struct {
-	client  kubernetes.Interface
+	client  kubeclient.Interface
 	handler cache.ResourceEventHandler
 	// enqueue queues the node for a sync.
 	enqueue func()
@@ -228,10 +226,11 @@ type configMapWatch struct {
 	mu        sync.Mutex
 	namespace string
 	name      string
-	factory   informers.SharedInformerFactory
 	informer  cache.SharedIndexInformer
 	lister    corelisters.ConfigMapLister
 	cancel    context.CancelFunc
+	// done is closed when the informer has stopped.
+	done chan struct{}
 	// listErr holds the last error of the informer's list before its
 	// first sync.
 	listErr *lastError
@@ -283,16 +282,12 @@ func (e *listError) detail() string {
 func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.factory == nil || w.namespace != ns || w.name != name {
+	if w.informer == nil || w.namespace != ns || w.name != name {
 		w.stopLocked()
 		ctx, cancel := context.WithCancel(context.Background())
-		factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-			informers.WithNamespace(ns),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-			}))
-		cms := factory.Core().V1().ConfigMaps()
-		informer := cms.Informer()
+		informer := cache.NewSharedIndexInformer(kubeclient.ConfigMapListWatch(w.client, ns, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}), &corev1.ConfigMap{}, 0, cache.Indexers{})
 		if _, err := informer.AddEventHandler(w.handler); err != nil {
 			cancel()
 			return nil, err
@@ -308,9 +303,13 @@ func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 			cancel()
 			return nil, err
 		}
-		w.factory, w.informer, w.lister, w.listErr = factory, informer, cms.Lister(), listErr
-		w.namespace, w.name, w.cancel = ns, name, cancel
-		factory.Start(ctx.Done())
+		done := make(chan struct{})
+		w.informer, w.lister, w.listErr = informer, corelisters.NewConfigMapLister(informer.GetIndexer()), listErr
+		w.namespace, w.name, w.cancel, w.done = ns, name, cancel, done
+		go func() {
+			defer close(done)
+			informer.RunWithContext(ctx)
+		}()
 		go func() {
 			// A ConfigMap that does not exist sends no event: the sync
 			// itself queues the node.
@@ -339,11 +338,11 @@ func (w *configMapWatch) stop() {
 }
 
 func (w *configMapWatch) stopLocked() {
-	if w.factory == nil {
+	if w.informer == nil {
 		return
 	}
 	w.cancel()
-	w.factory.Shutdown()
-	w.factory, w.informer, w.lister, w.cancel = nil, nil, nil, nil
+	<-w.done
+	w.informer, w.lister, w.cancel, w.done = nil, nil, nil, nil
 	w.namespace, w.name, w.listErr = "", "", nil
 }

@@ -25,6 +25,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -80,7 +81,7 @@ func newEnv(t *testing.T) *env {
 // newAgent is a new agent process on the same node, store and kubelet.
 func (e *env) newAgent() *Agent {
 	a := &Agent{
-		Client:         e.client,
+		Client:         adapt.Clientset(e.client),
 		NodeName:       nodeName,
 		Store:          e.store,
 		Writer:         e.writer,
@@ -718,7 +719,7 @@ func TestConfigMapWatch(t *testing.T) {
 					errors.New(`User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`))
 			})
 			queued := make(chan struct{}, 100)
-			w := &configMapWatch{client: client, handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }}
+			w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }}
 			t.Cleanup(w.stop)
 			wait := func(what string) {
 				t.Helper()

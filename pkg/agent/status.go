@@ -134,7 +134,7 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 				return fmt.Errorf("status patch: %w", err)
 			}
 		}
-		updated, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
+		updated, err := a.Client.Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
 			metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
 		if err != nil {
 			return fmt.Errorf("patch node %q status: %w", node.Name, err)
@@ -180,7 +180,7 @@ func (a *Agent) publishCondition(ctx context.Context, node *corev1.Node, r repor
 			if err != nil {
 				return fmt.Errorf("condition patch: %w", err)
 			}
-			updated, err := a.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
+			updated, err := a.Client.Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
 				metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
 			if err != nil {
 				return fmt.Errorf("patch node %q condition: %w", node.Name, err)

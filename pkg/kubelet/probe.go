@@ -18,12 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/configz"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 )
 
 const (
@@ -48,7 +48,7 @@ var ErrHealthGate = errors.New("health gate")
 type ProberConfig struct {
 	// Client reads the Node and its Lease from the apiserver (get nodes,
 	// get leases in kube-node-lease).
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// NodeName is the node whose kubelet is probed.
 	NodeName string
 	// KubeletURL is the base URL of the kubelet's authenticated server,
@@ -456,7 +456,7 @@ type readyState struct {
 func (p *HealthProber) checkReady(ctx context.Context, st *readyState) error {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
-	node, err := p.cfg.Client.CoreV1().Nodes().Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
+	node, err := p.cfg.Client.Nodes().Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -476,7 +476,7 @@ func (p *HealthProber) checkReady(ctx context.Context, st *readyState) error {
 	if since.IsZero() {
 		return nil
 	}
-	lease, err := p.cfg.Client.CoordinationV1().Leases(nodeLeaseNamespace).Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
+	lease, err := p.cfg.Client.Leases(nodeLeaseNamespace).Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}

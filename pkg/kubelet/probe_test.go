@@ -28,8 +28,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 )
 
 // agentToken is the bearer token the fake kubelet requires.
@@ -196,7 +197,7 @@ func startFakeNode(t *testing.T, n *fakeNode) *fakeServers {
 // prober returns a prober of node n1 on s, as the agent with its token.
 func (s *fakeServers) prober(t *testing.T) *HealthProber {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.api.URL, QPS: -1})
+	client, err := kubeclient.NewForConfig(&rest.Config{Host: s.api.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,12 @@ type SystemdRestarter struct {
 	Unit string
 	// Timeout bounds each job; a job still running then is an error.
 	Timeout time.Duration
+	// Queued, when set, is called after each job is queued and before the
+	// restarter waits for it. A unit ordered before the kubelet's (the
+	// agent's Type=notify unit) that is still starting holds the start of
+	// a kubelet job queued meanwhile: Queued is where it reports itself
+	// started, so that the job runs once, and not never.
+	Queued func()
 	// connect opens a connection to systemd; one is opened per call, so a
 	// restarted systemd (daemon-reexec) does not leave a dead connection.
 	connect func(ctx context.Context) (unitManager, error)
@@ -69,6 +75,9 @@ func (r *SystemdRestarter) job(ctx context.Context, verb string, enqueue jobFunc
 	ch := make(chan string, 1)
 	if _, err := enqueue(m, ctx, r.Unit, "replace", ch); err != nil {
 		return fmt.Errorf("%s unit %s: %w", verb, r.Unit, err)
+	}
+	if r.Queued != nil {
+		r.Queued()
 	}
 	select {
 	case result := <-ch:

@@ -407,7 +407,7 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 	if carrier, ok := c.byNative[native]; ok {
 		return carrier, nil
 	}
-	carrier, err := source.Detect(ctx, client, name)
+	carrier, err := source.Detect(ctx, client.CoreV1().Nodes(), name)
 	if err != nil {
 		return "", err
 	}
@@ -423,7 +423,7 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 func Assign(ctx context.Context, client kubernetes.Interface, node string, target *corev1.NodeConfigSource) error {
 	carrier := source.Annotation
 	if target != nil {
-		c, err := source.Detect(ctx, client, node)
+		c, err := source.Detect(ctx, client.CoreV1().Nodes(), node)
 		if err != nil {
 			return err
 		}

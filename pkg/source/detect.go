@@ -8,7 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 )
 
 // ProbeSource is the assignment Detect tries to write. It is never stored.
@@ -28,14 +29,14 @@ var ProbeSource = corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfig
 // An apiserver 1.26+ keeps the field on update when the stored Node already
 // has one, so Detect reports Native for such a node, and native writes to it
 // persist.
-func Detect(ctx context.Context, client kubernetes.Interface, nodeName string) (Carrier, error) {
+func Detect(ctx context.Context, nodes kubeclient.NodeClient, nodeName string) (Carrier, error) {
 	patch, err := json.Marshal(map[string]any{
 		"spec": map[string]any{"configSource": sourceValue(&ProbeSource)},
 	})
 	if err != nil {
 		return "", fmt.Errorf("detect carrier of node %q: %w", nodeName, err)
 	}
-	node, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{
+	node, err := nodes.Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{
 		DryRun:       []string{metav1.DryRunAll},
 		FieldManager: FieldManager,
 	})

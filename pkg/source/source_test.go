@@ -467,7 +467,7 @@ func TestDetect(t *testing.T) {
 				}
 				return true, n, nil
 			})
-			got, err := Detect(context.Background(), client, "n1")
+			got, err := Detect(context.Background(), client.CoreV1().Nodes(), "n1")
 			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -479,7 +479,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestDetectNotFound(t *testing.T) {
-	_, err := Detect(context.Background(), fake.NewClientset(), "n1")
+	_, err := Detect(context.Background(), fake.NewClientset().CoreV1().Nodes(), "n1")
 	if err == nil || !strings.HasPrefix(err.Error(), `detect carrier of node "n1": dry-run patch: `) {
 		t.Errorf("got %v, want an error naming the node", err)
 	}

@@ -12,12 +12,12 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 )
 
 // Scope is the set of nodes a Watch covers.
@@ -57,18 +57,8 @@ type WatchFunc func(changed, all []NodeConfig) (done bool, err error)
 // watchtools.UntilWithSync, an informer that relists and rewatches when the
 // watch breaks. Watch returns nil when fn says done, fn's error, or ctx's
 // error wrapped when ctx ends first.
-func Watch(ctx context.Context, client kubernetes.Interface, scope Scope, fn WatchFunc) error {
-	nodes := client.CoreV1().Nodes()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			scope.listOptions(&opts)
-			return nodes.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			scope.listOptions(&opts)
-			return nodes.Watch(ctx, opts)
-		},
-	}
+func Watch(ctx context.Context, client kubeclient.Interface, scope Scope, fn WatchFunc) error {
+	lw := kubeclient.NodeListWatch(client, scope.listOptions)
 	seen := map[string]NodeConfig{}
 	all := func() []NodeConfig {
 		items := make([]NodeConfig, 0, len(seen))
@@ -145,7 +135,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, scope Scope, fn Wat
 		}
 		return false, nil
 	}
-	_, err := watchtools.UntilWithSync(ctx, cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Node{}, precondition, condition)
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, precondition, condition)
 	if fnErr != nil {
 		return fnErr
 	}
@@ -165,7 +155,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, scope Scope, fn Wat
 // still pending, when timeout passes first (0 means no timeout). A named node
 // that does not exist counts as pending. onChange, when not nil, receives the
 // NodeConfigs that changed, as Watch reports them.
-func Wait(ctx context.Context, client kubernetes.Interface, names []string, want string, timeout time.Duration, onChange func(changed []NodeConfig)) ([]NodeConfig, error) {
+func Wait(ctx context.Context, client kubeclient.Interface, names []string, want string, timeout time.Duration, onChange func(changed []NodeConfig)) ([]NodeConfig, error) {
 	if err := ValidateWaitFor(want); err != nil {
 		return nil, err
 	}

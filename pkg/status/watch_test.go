@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -100,7 +101,7 @@ func TestWait(t *testing.T) {
 					}
 				}
 			}()
-			_, err := Wait(context.Background(), client, tc.names, tc.want, 300*time.Millisecond, func([]NodeConfig) {
+			_, err := Wait(context.Background(), adapt.Clientset(client), tc.names, tc.want, 300*time.Millisecond, func([]NodeConfig) {
 				if first {
 					first = false
 					close(synced)
@@ -129,7 +130,7 @@ func TestWatchReportsOnlyChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var calls [][]string
-	err := Watch(ctx, client, Scope{Names: []string{"n1"}}, func(changed, all []NodeConfig) (bool, error) {
+	err := Watch(ctx, adapt.Clientset(client), Scope{Names: []string{"n1"}}, func(changed, all []NodeConfig) (bool, error) {
 		var names []string
 		for _, item := range changed {
 			names = append(names, item.Name)
@@ -166,7 +167,7 @@ func TestWatchEndsWithContext(t *testing.T) {
 	client := fake.NewClientset(annotatedNode(t, "n1", nil, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err := Watch(ctx, client, Scope{}, func(changed, all []NodeConfig) (bool, error) { return false, nil })
+	err := Watch(ctx, adapt.Clientset(client), Scope{}, func(changed, all []NodeConfig) (bool, error) { return false, nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Watch() = %v, want context.DeadlineExceeded", err)
 	}

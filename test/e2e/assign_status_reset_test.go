@@ -68,7 +68,7 @@ func TestAssignStatusReset(t *testing.T) {
 		if stored.Spec.ConfigSource != nil {
 			t.Errorf("stored node holds spec.configSource %+v, want it dropped", stored.Spec.ConfigSource)
 		}
-		carrier, err := source.Detect(ctx, c.Client, n0)
+		carrier, err := source.Detect(ctx, c.Client.CoreV1().Nodes(), n0)
 		if err != nil {
 			t.Fatal(err)
 		}

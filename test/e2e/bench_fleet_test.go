@@ -18,9 +18,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -28,6 +25,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
@@ -278,19 +276,19 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 	cfg.WrapTransport = f.requests.wrap
 	// Events go out through one broadcaster and its own client, as each
 	// agent's would through its own.
-	eventClient, err := kubernetes.NewForConfig(cfg)
+	eventClient, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	// The agents log nothing: a thousand of them would drown the output.
 	ctx, f.cancel = context.WithCancel(klog.NewContext(ctx, logr.Discard()))
 	f.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-	f.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
+	f.broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: eventClient})
 
 	began := time.Now()
 	dir := b.TempDir()
 	for i, node := range nodes {
-		client, err := kubernetes.NewForConfig(cfg)
+		client, err := kubeclient.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +318,7 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 				f.inProgress.Add(-1)
 			}},
 			Clock:          clock.RealClock{},
-			Recorder:       f.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: node.Name}),
+			Recorder:       f.broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: node.Name}),
 			Metrics:        agent.NewMetrics(),
 			KubeletRootDir: filepath.Join(dir, node.Name),
 			HealthTimeout:  time.Minute,

@@ -80,7 +80,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	ctx := context.Background()
 	native, withAgent := c.Nodes[0], c.Nodes[1]
 
-	carrier, err := source.Detect(ctx, c.Client, withAgent.Name)
+	carrier, err := source.Detect(ctx, c.Client.CoreV1().Nodes(), withAgent.Name)
 	if err != nil {
 		b.Fatal(err)
 	}

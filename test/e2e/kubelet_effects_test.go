@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -32,7 +33,11 @@ func TestKubeletEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prober := kubelet.NewProber(kubelet.ProberConfig{Client: c.Client, NodeName: n.Name, KubeletClient: kubeletClient, Interval: 200 * time.Millisecond})
+	apiClient, err := kubeclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prober := kubelet.NewProber(kubelet.ProberConfig{Client: apiClient, NodeName: n.Name, KubeletClient: kubeletClient, Interval: 200 * time.Millisecond})
 	original, err := os.ReadFile(n.ConfigPath)
 	if err != nil {
 		t.Fatal(err)

@@ -211,7 +211,7 @@ func TestLegacyNativeDKC(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := getNode(t, c, n.Name).Spec.ConfigSource
-		carrier, err := source.Detect(ctx, client, n.Name)
+		carrier, err := source.Detect(ctx, client.CoreV1().Nodes(), n.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,15 +17,13 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	dkcagent "github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/version"
 )
@@ -61,7 +59,7 @@ type Options struct {
 	MetricsBindAddress string
 	HealthBindAddress  string
 
-	client        kubernetes.Interface
+	client        kubeclient.Interface
 	kubeletClient *http.Client
 	genericiooptions.IOStreams
 }
@@ -229,7 +227,7 @@ func (o *Options) Complete(f RESTConfigGetter, _ *cobra.Command, _ []string) err
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "kubectl-dkc-agent/" + version.Get().Version
-	o.client, err = kubernetes.NewForConfig(cfg)
+	o.client, err = kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
@@ -299,9 +297,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: o.client})
 	defer broadcaster.Shutdown()
-	a.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: o.NodeName})
+	a.Recorder = broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: o.NodeName})
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}))

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -309,7 +310,7 @@ func (o *Options) carrier(ctx context.Context, node *corev1.Node) (c source.Carr
 	if c == source.Annotation {
 		return c, "", nil
 	}
-	detected, err := source.Detect(ctx, o.Client, node.Name)
+	detected, err := source.Detect(ctx, o.Client.CoreV1().Nodes(), node.Name)
 	if err != nil {
 		return "", "", err
 	}
@@ -327,7 +328,7 @@ func droppedError(node string) error {
 // wait waits until every node in names runs the assignment.
 func (o *Options) wait(ctx context.Context, names []string) error {
 	reported := map[string]bool{}
-	_, err := dkcstatus.Wait(ctx, o.Client, names, dkcstatus.WaitActive, o.Timeout, func(changed []dkcstatus.NodeConfig) {
+	_, err := dkcstatus.Wait(ctx, adapt.Clientset(o.Client), names, dkcstatus.WaitActive, o.Timeout, func(changed []dkcstatus.NodeConfig) {
 		for _, item := range changed {
 			if done, _ := dkcstatus.Reached(item, dkcstatus.WaitActive); done && !reported[item.Name] {
 				reported[item.Name] = true

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -150,7 +151,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if !o.Wait {
 		return nil
 	}
-	_, err = dkcstatus.Wait(ctx, o.Client, names, dkcstatus.WaitActive, o.Timeout, nil)
+	_, err = dkcstatus.Wait(ctx, adapt.Clientset(o.Client), names, dkcstatus.WaitActive, o.Timeout, nil)
 	if err != nil {
 		return &util.ExitError{Code: dkcstatus.ExitCode(err), Err: err}
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -284,7 +285,7 @@ func (o *Options) watch(ctx context.Context, items []dkcstatus.NodeConfig) error
 		printed[item.Name] = item
 	}
 	scope := dkcstatus.Scope{Names: o.Nodes.Names, LabelSelector: o.Nodes.Selector}
-	err := dkcstatus.Watch(ctx, o.Client, scope, func(changed, _ []dkcstatus.NodeConfig) (bool, error) {
+	err := dkcstatus.Watch(ctx, adapt.Clientset(o.Client), scope, func(changed, _ []dkcstatus.NodeConfig) (bool, error) {
 		// The first call lists every node again: print only what changed
 		// since the table above.
 		var rows []dkcstatus.NodeConfig
@@ -339,7 +340,7 @@ func (o *Options) waitFor(ctx context.Context, items []dkcstatus.NodeConfig) err
 			}
 		}
 	}
-	last, err := dkcstatus.Wait(ctx, o.Client, names, o.WaitFor, o.Timeout, onChange)
+	last, err := dkcstatus.Wait(ctx, adapt.Clientset(o.Client), names, o.WaitFor, o.Timeout, onChange)
 	if !o.Watch && len(last) > 0 {
 		if perr := o.print(last); perr != nil && err == nil {
 			err = perr
