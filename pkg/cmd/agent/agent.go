@@ -287,13 +287,19 @@ func (o *Options) Run(ctx context.Context) error {
 		w.ConfigDir = o.KubeletConfigDir
 		a.Writer = w
 	}
+	// READY=1 once the kubelet's config is in place: after start-up, or
+	// as start-up's own kubelet job is queued (see readiness).
+	ready := newReadiness(logger)
+	a.Started = ready.ready
 	switch o.Restart {
 	case RestartExec:
 		r := kubelet.NewExecRestarter(shell(o.RestartCommand), o.RestartTimeout)
 		r.StopCommand, r.StartCommand = shell(o.StopCommand), shell(o.StartCommand)
-		a.Restarter = r
+		a.Restarter = readyFirst{Restarter: r, ready: ready.ready}
 	default:
-		a.Restarter = kubelet.NewSystemdRestarter(o.SystemdUnit, o.RestartTimeout)
+		r := kubelet.NewSystemdRestarter(o.SystemdUnit, o.RestartTimeout)
+		r.Queued = ready.ready
+		a.Restarter = r
 	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -316,6 +322,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	logger.Info("Starting", "node", o.NodeName, "version", version.Get().Version, "applyMode", o.ApplyMode,
 		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "trialDuration", o.TrialDuration)
+	ready.status("Putting the checkpointed kubelet config in place")
 	return a.Run(ctx)
 }
 
