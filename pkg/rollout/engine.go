@@ -127,6 +127,8 @@ type engine struct {
 	assigned map[string]bool
 	// carriers holds the carrier detected for this run.
 	carriers carrierCache
+	// observations holds what each node's last seen version showed.
+	observations observations
 	// last is the rollout last reported in ReadOnly mode.
 	last *Rollout
 

@@ -47,6 +47,39 @@ func Observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, erro
 	return o, nil
 }
 
+// observations remembers what Observe said of each node, by the Node's
+// resourceVersion, so that a pass over a large rollout decodes only the
+// nodes that changed since the last pass rather than every node's status
+// annotations on every event. A node with no resourceVersion is observed
+// every time.
+type observations struct {
+	byNode map[string]observation
+}
+
+type observation struct {
+	resourceVersion string
+	target          *corev1.NodeConfigSource
+	observed        Observed
+	err             error
+}
+
+// observe is Observe, answered from the last observation of the same
+// version of node against the same target when there is one.
+func (c *observations) observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, error) {
+	rv := node.ResourceVersion
+	if last, ok := c.byNode[node.Name]; ok && rv != "" && last.resourceVersion == rv && source.Equal(last.target, target) {
+		return last.observed, last.err
+	}
+	o, err := Observe(node, target)
+	if rv != "" {
+		if c.byNode == nil {
+			c.byNode = map[string]observation{}
+		}
+		c.byNode[node.Name] = observation{resourceVersion: rv, target: target.DeepCopy(), observed: o, err: err}
+	}
+	return o, err
+}
+
 // IsReady reports whether node's Ready condition is True.
 func IsReady(node *corev1.Node) bool {
 	for _, c := range node.Status.Conditions {

@@ -49,17 +49,17 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	// write that must happen: any client derives them again from the
 	// nodes. What the carrier cannot tell is written before it matters:
 	// nodes about to be assigned, waves, soak, cordons and final states.
-	r, observed, lazy, err := Live(e.cur, func(name string) (*corev1.Node, error) {
+	r, observed, lazy, err := live(e.cur, func(name string) (*corev1.Node, error) {
 		node, err := e.nodes.Get(name)
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		return node, err
-	}, now)
+	}, e.observations.observe, now)
 	if err != nil {
 		return true, err
 	}
-	nodes := map[string]*corev1.Node{}
+	nodes := make(map[string]*corev1.Node, len(observed))
 	for name := range observed {
 		if node, err := e.nodes.Get(name); err == nil {
 			nodes[name] = node
@@ -216,6 +216,11 @@ var timeZero = metav1.Time{}.Time
 // phase changed. get returns nil for a node that does not exist; such a
 // node is Skipped. now stamps the phases that changed.
 func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
+	return live(r, get, Observe, now)
+}
+
+// live is Live with observe in place of Observe.
+func live(r *Rollout, get func(name string) (*corev1.Node, error), observe func(*corev1.Node, *corev1.NodeConfigSource) (Observed, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
 	r = r.DeepCopy()
 	if r.Status.Nodes == nil {
 		r.Status.Nodes = map[string]NodeStatus{}
@@ -236,7 +241,7 @@ func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.Mi
 			}
 			continue
 		}
-		o, err := Observe(node, r.Spec.Target(name))
+		o, err := observe(node, r.Spec.Target(name))
 		if err != nil {
 			o.Error = err.Error()
 		}
