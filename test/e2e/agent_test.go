@@ -469,7 +469,8 @@ func createConfigMap(t *testing.T, c *framework.Cluster, name, payload string) {
 	}
 }
 
-// waitStatus polls `kubectl dkc status NODE -o json` until cond holds.
+// waitStatus polls `kubectl dkc status NODE -o json` until cond holds and
+// the agent's health gate has ended (AGENT is not verifying).
 func waitStatus(t *testing.T, c *framework.Cluster, node string, timeout time.Duration, what string, cond func(*corev1.NodeConfigStatus) bool) *corev1.NodeConfigStatus {
 	t.Helper()
 	var last *corev1.NodeConfigStatus
@@ -483,7 +484,10 @@ func waitStatus(t *testing.T, c *framework.Cluster, node string, timeout time.Du
 			}
 			if len(list.Items) == 1 {
 				last = list.Items[0].Status
-				if cond(last) {
+				// An apply ends with the health gate: a status that
+				// names a config active while the gate still waits for
+				// Ready (AGENT verifying) does not count yet.
+				if cond(last) && list.Items[0].Agent != status.AgentVerifying {
 					b, _ := json.Marshal(last)
 					t.Logf("status of %s: %s", node, b)
 					return last

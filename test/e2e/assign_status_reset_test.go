@@ -734,11 +734,22 @@ func TestAgentColumn(t *testing.T) {
 		return got
 	}
 
-	t.Run("the node with an agent becomes ready", func(t *testing.T) {
-		// A new agent with nothing to do has not reported yet.
-		r := mustDKC(t, c, "", "status", "-o", "json")
-		t.Logf("before the first assignment: %v", agentOf(t, r))
-		r = mustDKC(t, c, "", "assign", n0.Name, "--config", cmName, "--wait", "--timeout=90s")
+	t.Run("the node with an agent is ready before its first assignment", func(t *testing.T) {
+		// A new agent with nothing to do reports at its first sync.
+		var got map[string]string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			got = agentOf(t, mustDKC(t, c, "", "status", "-o", "json"))
+			if got[n0.Name] == "ready" || time.Now().After(deadline) {
+				break
+			}
+		}
+		if diff := cmp.Diff(map[string]string{n0.Name: "ready", n1.Name: "none"}, got); diff != "" {
+			t.Fatalf("agent states before any assignment (-want +got):\n%s", diff)
+		}
+		r := mustDKC(t, c, "", "assign", n0.Name, "--config", cmName, "--wait", "--timeout=90s")
+		if strings.Contains(r.Stderr, "no dkc agent") {
+			t.Errorf("assign to the node with an agent warned: %q", r.Stderr)
+		}
 		r = mustDKC(t, c, "", "status", "-o", "json")
 		if diff := cmp.Diff(map[string]string{n0.Name: "ready", n1.Name: "none"}, agentOf(t, r)); diff != "" {
 			t.Errorf("agent states (-want +got):\n%s", diff)
