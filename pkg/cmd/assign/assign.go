@@ -82,9 +82,8 @@ spec.configSource) and says so on stderr.
 Every selected kubelet restarts at once; assign warns when that is more than
 one. kubectl dkc rollout start restarts them a few at a time instead. assign
 also warns for a node on which no dkc agent has reported yet: unless one runs
-there, nothing will apply the assignment (see docs/install.md). An agent that
-has never had an assignment has not reported either, so the first assignment
-to a node with a new agent warns too.
+there, nothing will apply the assignment (see docs/install.md). A running
+agent reports at its first sync, before any assignment.
 
 Each node is printed as "node/NAME assigned NAMESPACE/CONFIG (CARRIER)";
 -o name prints node/NAME, -o json|yaml the Node as patched.

@@ -73,11 +73,13 @@ This is what .status.config showed. The columns are:
                             KubeletConfigOK condition): nothing applies an
                             assignment there; see docs/install.md
                      ready  an agent has reported and took up the assignment
+                            (a running agent reports at its first sync)
+                     verifying  the kubelet runs the assignment (ACTIVE), and
+                            the agent's health gate still waits for its Ready
                      stale  an agent reported before, but the assignment has
                             waited more than 2m for it: it is gone or stuck
-                   An agent writes only when something changes, so an idle
-                   agent that never had an assignment shows none, and one
-                   that stopped after taking up the assignment shows ready.
+                   An agent writes only when something changes, so one that
+                   stopped after taking up the assignment shows ready.
   ERROR            why the node does not run its assignment
 -o wide adds REQUESTED, the assignment as the operator made it, which the
 status lags behind until the node's agent picks it up. -o json|yaml print a
