@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,8 +65,11 @@ const (
 // against the ideal ceil(N / budget) x (r + g), as a ratio (goal: at most
 // 1.2); the peak number of nodes in progress; the apiserver's requests
 // (apiserver_request_total) during the rollout, per node, and the agents'
-// own requests per node; and the agents' memory (Go heap in use, after a
-// GC, less what the process held before they started).
+// own requests per node; the agents' memory (Go heap in use, after a GC,
+// less what the process held before they started); and the CPU time the
+// agents, the CLI and the apiserver spent during the rollout, which all
+// share this machine's cores while a real fleet runs each agent on its own
+// node.
 func BenchmarkFleetRollout(b *testing.B) {
 	n := benchEnvInt(b, "DKC_BENCH_FLEET_NODES", fleetNodes, 10)
 	restart := benchEnvDuration(b, "DKC_BENCH_FLEET_RESTART", fleetRestart)
@@ -123,11 +127,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 	b.Logf("%d agents running and watching after %s; Go heap in use %.1f MiB more than before them",
 		n, fleet.startup.Round(time.Millisecond), mib(heapIdle-heapBefore))
 
-	verbsBefore, reqBefore, err := apiserverRequests(ctx, c)
+	apiBefore, err := readAPIServerMetrics(ctx, c)
 	if err != nil {
 		b.Fatal(err)
 	}
 	agentReqBefore := fleet.requests.snapshot()
+	cpuBefore := processCPU()
 
 	args := []string{"rollout", "start", "--config", "fleet-target", "--all",
 		"--max-unavailable", maxUnavailable, "--canary", "0", "--wait", "--timeout", "30m"}
@@ -140,10 +145,13 @@ func BenchmarkFleetRollout(b *testing.B) {
 	}
 	b.Logf("$ kubectl dkc %s\n%s", strings.Join(args, " "), lastLines(out, 5))
 
-	verbsAfter, reqAfter, err := apiserverRequests(ctx, c)
+	cpu := processCPU().minus(cpuBefore)
+	apiAfter, err := readAPIServerMetrics(ctx, c)
 	if err != nil {
 		b.Fatal(err)
 	}
+	reqBefore, reqAfter := apiBefore.requests, apiAfter.requests
+	apiCPU := apiAfter.cpu - apiBefore.cpu
 	agentReq := fleet.requests.snapshot().minus(agentReqBefore)
 	heapAfter := heapInUse()
 
@@ -188,11 +196,14 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "  spread of a wave's restart starts  median %s, max %s\n", ms(spreadS.median), ms(spreadS.max))
 	fmt.Fprintf(&sb, "  a wave's last gate to the next wave's first restart  median %s, max %s\n", ms(handoverS.median), ms(handoverS.max))
 	fmt.Fprintf(&sb, "  the last gate to the CLI's exit     %s\n", ms(tail))
-	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node: %s\n", reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), verbDelta(verbsBefore, verbsAfter))
+	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node: %s\n", reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), verbDelta(apiBefore.byVerb, apiAfter.byVerb))
 	fmt.Fprintf(&sb, "agents' requests       %d, %.1f per node: %s\n", agentReq.total(), float64(agentReq.total())/float64(n), agentReq)
 	fmt.Fprintf(&sb, "agents' Go heap        idle %.1f MiB, after the rollout %.1f MiB (%.0f KiB per agent)\n",
 		mib(heapIdle-heapBefore), mib(heapAfter-heapBefore), float64(heapAfter-heapBefore)/1024/float64(n))
 	fmt.Fprintf(&sb, "process RSS            %.0f MiB\n", mib(rssBytes()))
+	busy := cpu.self + cpu.children + apiCPU
+	fmt.Fprintf(&sb, "CPU during the rollout agents (this process) %.1f s, CLI %.1f s, apiserver %.1f s: %.2f of the machine's %d cores on average\n",
+		cpu.self.Seconds(), cpu.children.Seconds(), apiCPU.Seconds(), busy.Seconds()/wall.Seconds(), runtime.NumCPU())
 	b.Logf("fleet rollout, %d simulated nodes on apiserver v1.36.3\n%s", n, sb.String())
 
 	b.ReportMetric(float64(wall.Nanoseconds()), "ns/op")
@@ -207,6 +218,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 	b.ReportMetric((reqAfter-reqBefore)/float64(n), "apiserver-requests/node")
 	b.ReportMetric(float64(agentReq.total())/float64(n), "agent-requests/node")
 	b.ReportMetric(mib(heapAfter-heapBefore), "agents-heap-MiB")
+	b.ReportMetric(cpu.self.Seconds(), "agents-cpu-s")
+	b.ReportMetric(cpu.children.Seconds(), "cli-cpu-s")
+	b.ReportMetric(apiCPU.Seconds(), "apiserver-cpu-s")
 }
 
 // fleet is the simulated nodes' agents, running in this process.
@@ -481,6 +495,27 @@ func verbDelta(before, after map[string]float64) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// cpuTimes is the CPU time, user and system, of this process and of its
+// children that ended.
+type cpuTimes struct{ self, children time.Duration }
+
+// processCPU reads this process's CPU time and its ended children's: during
+// the rollout the only child that ends is the CLI.
+func processCPU() cpuTimes {
+	get := func(who int) time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return cpuTimes{self: get(syscall.RUSAGE_SELF), children: get(syscall.RUSAGE_CHILDREN)}
+}
+
+func (t cpuTimes) minus(o cpuTimes) cpuTimes {
+	return cpuTimes{self: t.self - o.self, children: t.children - o.children}
 }
 
 // heapInUse is the Go heap in use after a GC.
