@@ -51,7 +51,10 @@ func Observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, erro
 // resourceVersion, so that a pass over a large rollout decodes only the
 // nodes that changed since the last pass rather than every node's status
 // annotations on every event. A node with no resourceVersion is observed
-// every time.
+// every time. This holds only while Observe is a function of the Node object
+// and the target alone: what it reads of status.FromNode's time-dependent
+// AgentState (Verifying, through status.Reached) comes from the node's
+// condition, not from the clock.
 type observations struct {
 	byNode map[string]observation
 }
