@@ -26,6 +26,8 @@ func TestLinksOnlyTheAgent(t *testing.T) {
 		"k8s.io/client-go/kubernetes",
 		"k8s.io/client-go/informers",
 		"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt",
+		// configz's jq is the operator's (snapshot), not the health gate's.
+		"github.com/itchyny/gojq",
 		"github.com/kubectl-dkc/dkc/pkg/cmd/assign",
 		"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot",
 	}

@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
 
 // SeedExpression is the jq expression of the old documented workflow,
@@ -25,7 +27,7 @@ import (
 const SeedExpression = `.kubeletconfig | .kind = (.kind // "KubeletConfiguration") | .apiVersion = (.apiVersion // "kubelet.config.k8s.io/v1beta1")`
 
 // ErrNoKubeletConfig means a configz response has no .kubeletconfig object.
-var ErrNoKubeletConfig = errors.New("configz response has no .kubeletconfig object")
+var ErrNoKubeletConfig = kubeletconfig.ErrNoKubeletConfig
 
 // Path is the apiserver path of node nodeName's configz.
 func Path(nodeName string) string {

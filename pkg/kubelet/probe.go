@@ -22,8 +22,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-dkc/dkc/pkg/configz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
 
 const (
@@ -424,7 +424,7 @@ func (p *HealthProber) checkConfigz(ctx context.Context, url string, want map[st
 		return fmt.Errorf("decode response: %w", err)
 	}
 	if len(body.KubeletConfig) == 0 || string(body.KubeletConfig) == "null" {
-		return configz.ErrNoKubeletConfig
+		return kubeletconfig.ErrNoKubeletConfig
 	}
 	got, err := decodeGeneric(body.KubeletConfig)
 	if err != nil {

@@ -28,6 +28,11 @@ const (
 // "failed to load config, see Kubelet log for details".
 var ErrLoad = errors.New("load kubelet config")
 
+// ErrNoKubeletConfig means a kubelet's /configz response has no
+// .kubeletconfig object. It lives here, not in package configz, so that the
+// node agent's health gate reports it without linking configz's jq.
+var ErrNoKubeletConfig = errors.New("configz response has no .kubeletconfig object")
+
 // DecodeOptions tune Decode and DecodePartial.
 type DecodeOptions struct {
 	// AllowUnknownFields turns unknown-field errors into warnings.
