@@ -2,15 +2,22 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -149,7 +156,10 @@ func TestSystemdRestarter(t *testing.T) {
 // private tmpfs mounts of the manager's own mount namespace. The apiserver is unreachable there,
 // as on a node that boots before its control plane: the agent's start-up
 // needs none. It checks that the unit's variables reach the agent as the
-// flags the docs say, and that a settings file without NODE_NAME fails.
+// flags the docs say, that a settings file without NODE_NAME fails, and the
+// start order: systemd starts kubelet.service (a stand-in that records the
+// config it starts on) only after the agent's start-up wrote the config its
+// store names, at boot and when the agent restarts beside a running kubelet.
 func TestSystemdUnit(t *testing.T) {
 	if err := framework.PreflightSystemd(); err != nil {
 		if framework.InCI() {
@@ -164,7 +174,19 @@ func TestSystemdUnit(t *testing.T) {
 	agent := agentBinary(t)
 	// A service with default dependencies needs these targets; this manager
 	// boots no system, so they are empty.
-	units := map[string]string{"kubectl-dkc-agent.service": string(unit)}
+	units := map[string]string{
+		"kubectl-dkc-agent.service": string(unit),
+		// The manager runs no journald: the agent's log goes to a file.
+		"kubectl-dkc-agent.service.d/10-log.conf": "[Service]\nStandardOutput=append:/run/kubectl-dkc-agent.log\nStandardError=inherit\n",
+		// Wants= is what `systemctl enable` makes of the agent's
+		// WantedBy=kubelet.service.
+		"kubelet.service": `[Unit]
+Wants=kubectl-dkc-agent.service
+[Service]
+Type=exec
+ExecStart=/usr/local/bin/fake-kubelet
+`,
+	}
 	for _, target := range []string{"sysinit.target", "basic.target", "shutdown.target"} {
 		units[target] = "[Unit]\nDefaultDependencies=no\n"
 	}
@@ -173,6 +195,9 @@ func TestSystemdUnit(t *testing.T) {
 		t.Cleanup(func() {
 			if t.Failed() {
 				t.Logf("systemd console:\n%s", sd.Console())
+				if b, err := os.ReadFile(sd.Path("/run/kubectl-dkc-agent.log")); err == nil {
+					t.Logf("agent log:\n%s", b)
+				}
 			}
 			sd.Stop()
 		})
@@ -201,6 +226,11 @@ func TestSystemdUnit(t *testing.T) {
 		mode os.FileMode
 	}{
 		{"/usr/local/bin/kubectl-dkc-agent", bin, 0o755},
+		// The stand-in kubelet: one line per start, the config it read.
+		{"/usr/local/bin/fake-kubelet", []byte(`#!/bin/sh
+{ printf 'start:'; tr '\n' ' ' < /var/lib/kubelet/config.yaml; echo; } >> /run/fake-kubelet.starts
+exec sleep infinity
+`), 0o755},
 		{"/etc/kubernetes/kubelet.conf", []byte(`apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
@@ -208,7 +238,7 @@ users: [{name: u, user: {token: none}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `), 0o600},
-		{"/var/lib/kubelet/config.yaml", []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 110\n"), 0o644},
+		{"/var/lib/kubelet/config.yaml", []byte(maxPodsConfig(110)), 0o644},
 		{"/var/lib/kubelet/pki/kubelet.crt", ca, 0o644},
 		{"/etc/default/kubectl-dkc-agent", []byte("NODE_NAME=\nDKC_AGENT_ARGS=\n"), 0o644},
 	}
@@ -221,19 +251,25 @@ current-context: c
 			t.Fatal(err)
 		}
 	}
+	showUnit := func(t *testing.T, unit, prop string) string {
+		t.Helper()
+		out, _ := sd.Systemctl("show", "--property="+prop, "--value", unit)
+		return strings.TrimSpace(out)
+	}
 	show := func(t *testing.T, prop string) string {
 		t.Helper()
-		out, _ := sd.Systemctl("show", "--property="+prop, "--value", "kubectl-dkc-agent.service")
-		return strings.TrimSpace(out)
+		return showUnit(t, "kubectl-dkc-agent.service", prop)
 	}
 
 	t.Run("without NODE_NAME the agent does not run", func(t *testing.T) {
-		if _, err := sd.Systemctl("start", "kubectl-dkc-agent.service"); err != nil {
-			t.Fatal(err) // Type=simple: the start job succeeds once the process runs
+		// Type=notify: the start job fails, as the agent exits before
+		// READY=1.
+		if out, err := sd.Systemctl("start", "kubectl-dkc-agent.service"); err == nil {
+			t.Fatalf("systemctl start succeeded, want the agent's failure: %s", out)
 		}
-		waitFor(t, 15*time.Second, "the agent to exit", func() bool {
-			return show(t, "ExecMainStatus") == "1"
-		})
+		if got := show(t, "ExecMainStatus"); got != "1" {
+			t.Errorf("the agent's exit status is %q, want 1", got)
+		}
 		if _, err := sd.Systemctl("stop", "kubectl-dkc-agent.service"); err != nil {
 			t.Fatal(err)
 		}
@@ -251,11 +287,11 @@ current-context: c
 		if _, err := sd.Systemctl("start", "kubectl-dkc-agent.service"); err != nil {
 			t.Fatal(err)
 		}
-		// Start-up is done when the store records the node's local config.
-		waitFor(t, 20*time.Second, "the agent's checkpoint store", func() bool {
-			_, err := os.Stat(sd.Path("/var/lib/kubectl-dkc/store"))
-			return err == nil
-		})
+		// Type=notify: the start job is done once start-up is, which
+		// records the node's local config in the store.
+		if _, err := os.Stat(sd.Path("/var/lib/kubectl-dkc/store/meta/state")); err != nil {
+			t.Fatalf("the agent's start job is done, but its store has no record: %v", err)
+		}
 		time.Sleep(2 * time.Second)
 		if got := show(t, "ActiveState"); got != "active" {
 			t.Fatalf("unit is %s, want active", got)
@@ -290,6 +326,173 @@ current-context: c
 			t.Fatal(err)
 		}
 	})
+
+	// starts is the config the stand-in kubelet read at each of its starts.
+	starts := func(t *testing.T) []string {
+		t.Helper()
+		b, err := os.ReadFile(sd.Path("/run/fake-kubelet.starts"))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	started := func(cfg string) string { return "start:" + strings.ReplaceAll(cfg, "\n", " ") }
+	// checkStarts waits for len(want) starts of the kubelet (Type=exec:
+	// its job is done at exec, before the script records the config), and
+	// a second more for any extra one, then compares them with want.
+	checkStarts := func(t *testing.T, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(starts(t)) < len(want) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		if diff := cmp.Diff(want, starts(t)); diff != "" {
+			t.Errorf("configs the kubelet started on (-want +got):\n%s", diff)
+		}
+	}
+	// timed runs systemctl args and says how long its job took.
+	timed := func(t *testing.T, args ...string) time.Duration {
+		t.Helper()
+		began := time.Now()
+		if _, err := sd.Systemctl(args...); err != nil {
+			t.Fatalf("after %s: %v", time.Since(began).Round(time.Millisecond), err)
+		}
+		return time.Since(began)
+	}
+	cfgA, cfgB := maxPodsConfig(42), maxPodsConfig(43)
+
+	t.Run("at boot the kubelet starts once, on the config the agent's start-up wrote", func(t *testing.T) {
+		// Replace mode, a fresh store whose record names ConfigMap a, and
+		// the kubelet's config still the local one: a node that went down
+		// after the agent recorded an assignment and before it wrote it.
+		env := "NODE_NAME=node-a\nDKC_AGENT_ARGS=\n"
+		if err := os.WriteFile(sd.Path("/etc/default/kubectl-dkc-agent"), []byte(env), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(sd.Path("/var/lib/kubectl-dkc")); err != nil {
+			t.Fatal(err)
+		}
+		recordAssignment(t, sd.Path("/var/lib/kubectl-dkc"), "a", cfgA, nil)
+
+		// What a boot does: start kubelet.service, which wants the agent.
+		took := timed(t, "start", "kubelet.service")
+		checkStarts(t, started(cfgA))
+		if got := show(t, "ActiveState") + " " + show(t, "NRestarts"); got != "active 0" {
+			t.Errorf("agent unit: ActiveState NRestarts = %q, want \"active 0\"", got)
+		}
+		// A restart job of the kubelet queued while the agent's unit is
+		// still starting waits for that start: a deadlock that would end
+		// only with the agent's TimeoutStartSec (30s).
+		if took > 10*time.Second {
+			t.Errorf("starting kubelet.service took %s, want a few seconds", took.Round(time.Millisecond))
+		}
+		t.Logf("systemctl start kubelet.service took %s", took.Round(time.Millisecond))
+	})
+
+	t.Run("a restarted agent puts its config in place and restarts the running kubelet", func(t *testing.T) {
+		if _, err := sd.Systemctl("stop", "kubectl-dkc-agent.service"); err != nil {
+			t.Fatal(err)
+		}
+		if got := showUnit(t, "kubelet.service", "ActiveState"); got != "active" {
+			t.Fatalf("kubelet.service is %q without the agent, want active: it only wants the agent", got)
+		}
+		a := unitTestSource("a")
+		recordAssignment(t, sd.Path("/var/lib/kubectl-dkc"), "b", cfgB, a)
+
+		took := timed(t, "start", "kubectl-dkc-agent.service")
+		checkStarts(t, started(cfgA), started(cfgB))
+		for _, u := range []string{"kubectl-dkc-agent.service", "kubelet.service"} {
+			if got := showUnit(t, u, "ActiveState"); got != "active" {
+				t.Errorf("%s is %q, want active", u, got)
+			}
+		}
+		if took > 10*time.Second {
+			t.Errorf("starting the agent took %s, want a few seconds", took.Round(time.Millisecond))
+		}
+		t.Logf("systemctl start kubectl-dkc-agent.service took %s", took.Round(time.Millisecond))
+		if _, err := sd.Systemctl("stop", "kubelet.service", "kubectl-dkc-agent.service"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a start-up that hangs holds the kubelet only until TimeoutStartSec", func(t *testing.T) {
+		if got := show(t, "TimeoutStartUSec") + " " + show(t, "TimeoutStartFailureMode"); got != "30s kill" {
+			t.Errorf("the unit's TimeoutStartSec and TimeoutStartFailureMode are %q, want the documented \"30s kill\"", got)
+		}
+		// The same with 3s, for a short test.
+		dropIn := filepath.Join(sd.Dir, "units", "kubectl-dkc-agent.service.d", "20-timeout.conf")
+		if err := os.WriteFile(dropIn, []byte("[Service]\nTimeoutStartSec=3s\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sd.Systemctl("daemon-reload"); err != nil {
+			t.Fatal(err)
+		}
+		// The record is a FIFO: the agent's start-up blocks reading it, as
+		// on a hung disk, before READY=1.
+		state := sd.Path("/var/lib/kubectl-dkc/store/meta/state")
+		if err := os.Remove(state); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(state, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// Unblock the agent: a writer that closes gives its read EOF.
+			if f, err := os.OpenFile(state, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		})
+
+		took := timed(t, "start", "kubelet.service")
+		checkStarts(t, started(cfgA), started(cfgB), started(cfgB))
+		if got := show(t, "Result"); got != "timeout" {
+			t.Errorf("the agent unit's Result is %q, want timeout", got)
+		}
+		if took < 3*time.Second || took > 10*time.Second {
+			t.Errorf("starting kubelet.service took %s, want about the 3s TimeoutStartSec", took.Round(time.Millisecond))
+		}
+		t.Logf("systemctl start kubelet.service took %s with a hung agent", took.Round(time.Millisecond))
+	})
+}
+
+// maxPodsConfig is a kubelet config with maxPods n.
+func maxPodsConfig(n int) string {
+	return fmt.Sprintf("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: %d\n", n)
+}
+
+// unitTestSource names ConfigMap kube-system/NAME as recordAssignment stores it.
+func unitTestSource(name string) *corev1.NodeConfigSource {
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+		Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet", UID: types.UID("uid-" + name), ResourceVersion: "1",
+	}}
+}
+
+// recordAssignment checkpoints ConfigMap NAME with payload in the store
+// under dir and records it as assigned, with active the config the agent
+// last wrote: what the agent's sync leaves just before it writes the
+// kubelet's config.
+func recordAssignment(t *testing.T, dir, name, payload string, active *corev1.NodeConfigSource) {
+	t.Helper()
+	store, err := checkpoint.Open(dir, clock.RealClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := unitTestSource(name)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, UID: src.ConfigMap.UID, ResourceVersion: "1"},
+		Data:       map[string]string{"kubelet": payload},
+	}
+	if err := store.SaveConfigMap(cm); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := store.SetState(checkpoint.State{Assigned: src, AssignedAt: &now, Active: active}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // agentBinary is the slim kubectl-dkc-agent: $DKC_AGENT_BINARY (make e2e

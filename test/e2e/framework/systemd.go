@@ -83,8 +83,9 @@ func PreflightSystemd() error {
 	return nil
 }
 
-// StartSystemd starts a manager in dir with units (file name → contents)
-// besides the bus, and waits until its system bus answers on BusAddress.
+// StartSystemd starts a manager in dir with units (file name → contents,
+// drop-ins as "UNIT.d/NAME.conf") besides the bus, and waits until its
+// system bus answers on BusAddress.
 func StartSystemd(dir string, units map[string]string) (s *Systemd, err error) {
 	if err := PreflightSystemd(); err != nil {
 		return nil, err
@@ -99,7 +100,12 @@ func StartSystemd(dir string, units map[string]string) (s *Systemd, err error) {
 		}
 	}
 	for name, body := range units {
-		if err := os.WriteFile(filepath.Join(unitDir, name), []byte(body), 0o644); err != nil {
+		// A name may be a drop-in, such as "a.service.d/10-log.conf".
+		path := filepath.Join(unitDir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			return nil, err
 		}
 	}
