@@ -9,9 +9,10 @@ import (
 )
 
 // Started is the point where a service manager may start the kubelet
-// (kubectl-dkc-agent.service is Type=notify and sends READY=1 there): it
-// runs once, after start-up wrote the config the record names, and before
-// the agent's first request to the apiserver, so before the first sync.
+// (kubectl-dkc-agent.service is Type=notify; the agent command sends READY=1
+// there, or earlier as start-up's own kubelet job is queued): it runs once,
+// after start-up wrote the config the record names, and before the agent's
+// first request to the apiserver, so before the first sync.
 func TestStartedAfterStartupWrite(t *testing.T) {
 	e := newEnv(t)
 	// The record names ConfigMap a; the kubelet's config is still the
