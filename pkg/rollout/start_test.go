@@ -128,29 +128,6 @@ func TestRunStartsAWaveAtOnceWithinBudget(t *testing.T) {
 	}
 }
 
-// TestRunSendsAWaveOf100AtOnce: by default a wave as large as the budget,
-// here 100 nodes, has all its assignments in flight at once rather than in
-// rounds of a few dozen, which spread a wave's starts over its rounds.
-func TestRunSendsAWaveOf100AtOnce(t *testing.T) {
-	fakeClient, names := newFleet(t, 100)
-	client := &patchCounter{Interface: fakeClient, delay: 500 * time.Millisecond}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	agents := &fakeAgents{client: fakeClient, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
-	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(100)})
-
-	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
-	if err != nil || r.Status.State != Done {
-		t.Fatalf("Run: %v, state %s, want Done", err, r.Status.State)
-	}
-	client.mu.Lock()
-	defer client.mu.Unlock()
-	if client.peak != len(names) {
-		t.Errorf("peak %d assignments in flight at once, want the whole wave of %d", client.peak, len(names))
-	}
-}
-
 // TestRunStartsNoNodeAfterAFailure: once an assignment fails, no further
 // node is started, though others were under way at once.
 func TestRunStartsNoNodeAfterAFailure(t *testing.T) {
