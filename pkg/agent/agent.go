@@ -217,6 +217,9 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 // that a ConfigMap the agent may not read (no RBAC in its namespace) shows in
 // the node's status instead of only in the agent's log; each error and the
 // first sync queue the node again.
+// getTimeout bounds configMapWatch.get's GET.
+const getTimeout = 10 * time.Second
+
 type configMapWatch struct {
 	client  kubeclient.Interface
 	handler cache.ResourceEventHandler
@@ -278,7 +281,9 @@ func (e *listError) detail() string {
 // get returns the ConfigMap ns/name from its informer, starting the
 // informer (and stopping the previous one) when ns/name is new. Before the
 // informer's first sync it returns a *listError when a list failed, else
-// errNotSynced.
+// the ConfigMap from a GET: NotFound when it does not exist, a *listError
+// for another answer of the apiserver (such as Forbidden), errNotSynced
+// when the apiserver did not answer.
 func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -322,7 +327,20 @@ func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 		if err := w.listErr.get(); err != nil {
 			return nil, &listError{err: err}
 		}
-		return nil, errNotSynced
+		// Until the informer has listed, one GET: an apply does not
+		// wait for the watch to start (a new ConfigMap name is a new
+		// informer at every assignment).
+		ctx, cancel := context.WithTimeout(context.Background(), getTimeout)
+		defer cancel()
+		cm, err := w.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		var status apierrors.APIStatus
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return cm, err
+		case errors.As(err, &status):
+			return nil, &listError{err: err} // the apiserver's answer, such as Forbidden
+		}
+		return nil, errNotSynced // no answer: the informer keeps trying
 	}
 	cm, err := w.lister.ConfigMaps(ns).Get(name)
 	if err != nil {

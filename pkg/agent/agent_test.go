@@ -711,13 +711,15 @@ func TestConfigMapWatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewClientset()
 			var granted atomic.Bool
-			client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-				if granted.Load() {
-					return false, nil, nil
-				}
-				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x",
-					errors.New(`User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`))
-			})
+			for _, verb := range []string{"list", "get"} {
+				client.PrependReactor(verb, "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+					if granted.Load() {
+						return false, nil, nil
+					}
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x",
+						errors.New(`User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "configmaps" in API group "" in the namespace "default"`))
+				})
+			}
 			queued := make(chan struct{}, 100)
 			w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }}
 			t.Cleanup(w.stop)
@@ -770,5 +772,21 @@ func TestConfigMapWatch(t *testing.T) {
 				break
 			}
 		})
+	}
+}
+
+// TestConfigMapWatchFirstGet: the first get of a new ConfigMap returns it
+// at once, from a GET, without waiting for its informer to list.
+func TestConfigMapWatchFirstGet(t *testing.T) {
+	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "kube-system", ResourceVersion: "7"}})
+	w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() {}}
+	t.Cleanup(w.stop)
+	cm, err := w.get("kube-system", "x")
+	if err != nil {
+		t.Fatalf("first get: %v, want the ConfigMap", err)
+	}
+	diff(t, "resourceVersion", "7", cm.ResourceVersion)
+	if _, err := w.get("kube-system", "missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("first get of a missing ConfigMap: %v, want NotFound", err)
 	}
 }
