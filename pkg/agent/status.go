@@ -105,17 +105,14 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		cur = nil
 	}
 	statusChanged := !r.keepStatus && !apiequality.Semantic.DeepEqual(cur, r.status) || (r.status != nil && curCarrier != r.carrier)
-	if r.reason == ReasonVerifying {
-		// The condition first: a reader never sees the new active next to
-		// the verdict of an earlier apply.
-		if err := a.publishCondition(ctx, node, r); err != nil {
-			return err
-		}
-	}
 	history, err := a.history(ctx, node, r.history)
 	if err != nil {
 		return err
 	}
+	// One patch of nodes/status carries the status, the history and the
+	// condition, so that no reader sees one without the others (such as a
+	// new active next to the verdict of an earlier apply), in one request.
+	var parts [][]byte
 	if statusChanged || history != "" {
 		c := r.carrier
 		if r.status == nil {
@@ -134,19 +131,30 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 				return fmt.Errorf("status patch: %w", err)
 			}
 		}
-		updated, err := a.Client.Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
+		parts = append(parts, patch)
+	}
+	if cond, ok := a.conditionChange(node, r); ok {
+		patch, err := source.ConditionPatch(cond)
+		if err != nil {
+			return fmt.Errorf("condition patch: %w", err)
+		}
+		parts = append(parts, patch)
+	}
+	if len(parts) > 0 {
+		patch, err := mergePatches(parts...)
+		if err != nil {
+			return fmt.Errorf("status patch: %w", err)
+		}
+		// A strategic merge patch: the condition merges into
+		// status.conditions by type; the status fields have no lists, so
+		// they merge as a JSON merge patch would.
+		updated, err := a.Client.Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
 			metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
 		if err != nil {
 			return fmt.Errorf("patch node %q status: %w", node.Name, err)
 		}
 		*node = *updated // a later publish in this sync compares with what it wrote
-		logger.V(2).Info("Reported config status", "status", r.status)
-	}
-
-	if r.reason != ReasonVerifying {
-		if err := a.publishCondition(ctx, node, r); err != nil {
-			return err
-		}
+		logger.V(2).Info("Reported config status", "status", r.status, "reason", r.reason)
 	}
 
 	if r.event != "" && a.Recorder != nil {
@@ -164,31 +172,49 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 	return nil
 }
 
-// publishCondition writes r's condition through nodes/status when it
-// differs from node's; an empty reason leaves it.
-func (a *Agent) publishCondition(ctx context.Context, node *corev1.Node, r report) error {
-	if r.reason != "" {
-		want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(r.reason), Reason: r.reason, Message: r.message}
-		if old := findCondition(node.Status.Conditions); old == nil || old.Status != want.Status || old.Reason != want.Reason || old.Message != want.Message {
-			now := metav1.NewTime(a.Clock.Now().Truncate(time.Second))
-			for _, c := range source.SetCondition(node.Status.Conditions, want, now) {
-				if c.Type == source.ConditionType {
-					want = c
-				}
-			}
-			patch, err := source.ConditionPatch(want)
-			if err != nil {
-				return fmt.Errorf("condition patch: %w", err)
-			}
-			updated, err := a.Client.Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch,
-				metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
-			if err != nil {
-				return fmt.Errorf("patch node %q condition: %w", node.Name, err)
-			}
-			*node = *updated
+// conditionChange returns r's condition, with its times, when it differs
+// from node's; an empty reason leaves the condition as it is.
+func (a *Agent) conditionChange(node *corev1.Node, r report) (corev1.NodeCondition, bool) {
+	if r.reason == "" {
+		return corev1.NodeCondition{}, false
+	}
+	want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(r.reason), Reason: r.reason, Message: r.message}
+	if old := findCondition(node.Status.Conditions); old != nil && old.Status == want.Status && old.Reason == want.Reason && old.Message == want.Message {
+		return corev1.NodeCondition{}, false
+	}
+	now := metav1.NewTime(a.Clock.Now().Truncate(time.Second))
+	for _, c := range source.SetCondition(node.Status.Conditions, want, now) {
+		if c.Type == source.ConditionType {
+			want = c
 		}
 	}
-	return nil
+	return want, true
+}
+
+// mergePatches merges JSON objects into one, key by key; a key that two
+// of them set to something other than objects takes the last one's value.
+func mergePatches(parts ...[]byte) ([]byte, error) {
+	merged := map[string]any{}
+	for _, p := range parts {
+		var m map[string]any
+		if err := json.Unmarshal(p, &m); err != nil {
+			return nil, err
+		}
+		mergeInto(merged, m)
+	}
+	return json.Marshal(merged)
+}
+
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		sv, ok := v.(map[string]any)
+		dv, ok2 := dst[k].(map[string]any)
+		if ok && ok2 {
+			mergeInto(dv, sv)
+			continue
+		}
+		dst[k] = v
+	}
 }
 
 // history returns the value of node's history annotation with e appended,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 )
@@ -97,4 +98,25 @@ func TestFirstReportWithoutAssignment(t *testing.T) {
 	diff(t, "status", (*corev1.NodeConfigStatus)(nil), e.status(t))
 	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
 	diff(t, "events", []string(nil), e.events())
+}
+
+// TestOnePatchPerReport: an apply's report, its status, history and
+// condition, is one patch of nodes/status, so no reader sees the new status
+// without its condition.
+func TestOnePatchPerReport(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.client.ClearActions()
+	e.sync(t)
+
+	var patches []string
+	for _, act := range e.client.Actions() {
+		if p, ok := act.(k8stesting.PatchAction); ok && act.GetResource().Resource == "nodes" {
+			patches = append(patches, fmt.Sprintf("%s %s", act.GetSubresource(), p.GetPatchType()))
+		}
+	}
+	diff(t, "patches of the node", []string{"status application/strategic-merge-patch+json"}, patches)
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Active: ref("a", "1")}, e.status(t))
+	diff(t, "condition", "True Trial", e.condition(t))
 }
