@@ -281,9 +281,9 @@ func (e *listError) detail() string {
 // get returns the ConfigMap ns/name from its informer, starting the
 // informer (and stopping the previous one) when ns/name is new. Before the
 // informer's first sync it returns a *listError when a list failed, else
-// the ConfigMap from a GET: NotFound when it does not exist, a *listError
-// for another answer of the apiserver (such as Forbidden), errNotSynced
-// when the apiserver did not answer.
+// the ConfigMap from a GET, or NotFound when it does not exist; when the GET
+// fails otherwise (such as Forbidden), errNotSynced, and the informer
+// reports its list's error.
 func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -333,14 +333,13 @@ func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), getTimeout)
 		defer cancel()
 		cm, err := w.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		var status apierrors.APIStatus
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
+		if err == nil || apierrors.IsNotFound(err) {
 			return cm, err
-		case errors.As(err, &status):
-			return nil, &listError{err: err} // the apiserver's answer, such as Forbidden
 		}
-		return nil, errNotSynced // no answer: the informer keeps trying
+		// Any other error (such as Forbidden) is the informer's to
+		// report, with its list's own words, once: its error handler
+		// queues the node.
+		return nil, errNotSynced
 	}
 	cm, err := w.lister.ConfigMaps(ns).Get(name)
 	if err != nil {
