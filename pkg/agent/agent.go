@@ -209,6 +209,9 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 	return a.sync(ctx, node.DeepCopy(), a.cms.get) // publish updates its node
 }
 
+// getTimeout bounds configMapWatch.get's GET.
+const getTimeout = 10 * time.Second
+
 // configMapWatch is an informer on the one ConfigMap assigned to the node,
 // replaced when the assignment names another one.
 //
@@ -217,9 +220,6 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 // that a ConfigMap the agent may not read (no RBAC in its namespace) shows in
 // the node's status instead of only in the agent's log; each error and the
 // first sync queue the node again.
-// getTimeout bounds configMapWatch.get's GET.
-const getTimeout = 10 * time.Second
-
 type configMapWatch struct {
 	client  kubeclient.Interface
 	handler cache.ResourceEventHandler

@@ -172,7 +172,7 @@ func (e *env) status(t *testing.T) *corev1.NodeConfigStatus {
 // condition is the node's condition as "Status Reason".
 func (e *env) condition(t *testing.T) string {
 	t.Helper()
-	c := findCondition(e.node(t).Status.Conditions)
+	c := source.Condition(e.node(t).Status.Conditions)
 	if c == nil {
 		return ""
 	}

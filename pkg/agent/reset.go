@@ -57,7 +57,7 @@ func (a *Agent) reset(ctx context.Context, node *corev1.Node, st checkpoint.Stat
 	}
 	r := report{status: nil}
 	switch {
-	case changed || findCondition(node.Status.Conditions) != nil:
+	case changed || source.Condition(node.Status.Conditions) != nil:
 		r.reason, r.message = ReasonReset, message
 		if changed {
 			r.event = ReasonReset

@@ -126,12 +126,14 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		if err != nil {
 			return fmt.Errorf("status patch: %w", err)
 		}
+		parts = append(parts, patch)
 		if history != "" {
-			if patch, err = withAnnotation(patch, source.HistoryAnnotation, history); err != nil {
+			annotation, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{source.HistoryAnnotation: history}}})
+			if err != nil {
 				return fmt.Errorf("status patch: %w", err)
 			}
+			parts = append(parts, annotation)
 		}
-		parts = append(parts, patch)
 	}
 	if cond, ok := a.conditionChange(node, r); ok {
 		patch, err := source.ConditionPatch(cond)
@@ -179,7 +181,7 @@ func (a *Agent) conditionChange(node *corev1.Node, r report) (corev1.NodeConditi
 		return corev1.NodeCondition{}, false
 	}
 	want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(r.reason), Reason: r.reason, Message: r.message}
-	if old := findCondition(node.Status.Conditions); old != nil && old.Status == want.Status && old.Reason == want.Reason && old.Message == want.Message {
+	if old := source.Condition(node.Status.Conditions); old != nil && old.Status == want.Status && old.Reason == want.Reason && old.Message == want.Message {
 		return corev1.NodeCondition{}, false
 	}
 	now := metav1.NewTime(a.Clock.Now().Truncate(time.Second))
@@ -237,35 +239,6 @@ func (a *Agent) history(ctx context.Context, node *corev1.Node, e *source.Histor
 	entry := *e
 	entry.Time = metav1.NewTime(a.Clock.Now().Truncate(time.Second))
 	return source.HistoryValue(source.AppendHistory(h, entry))
-}
-
-// withAnnotation adds annotation key=value to the JSON merge patch.
-func withAnnotation(patch []byte, key, value string) ([]byte, error) {
-	var p map[string]any
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, err
-	}
-	meta, _ := p["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		p["metadata"] = meta
-	}
-	ann, _ := meta["annotations"].(map[string]any)
-	if ann == nil {
-		ann = map[string]any{}
-		meta["annotations"] = ann
-	}
-	ann[key] = value
-	return json.Marshal(p)
-}
-
-func findCondition(conds []corev1.NodeCondition) *corev1.NodeCondition {
-	for i := range conds {
-		if conds[i].Type == source.ConditionType {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 // statusCarrier is where the status of an assignment held by c goes: the

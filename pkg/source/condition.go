@@ -8,6 +8,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Condition returns the ConditionType condition of conds, nil when there is
+// none.
+func Condition(conds []corev1.NodeCondition) *corev1.NodeCondition {
+	for i := range conds {
+		if conds[i].Type == ConditionType {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
 // SetCondition returns conds with c set in place of the condition of the same
 // type, or appended. LastHeartbeatTime becomes now. LastTransitionTime
 // becomes now when the status changed or the condition is new, and is kept

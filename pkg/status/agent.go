@@ -52,7 +52,7 @@ const InstallHint = "see docs/install.md"
 // assignment's age is unknown and the agent counts as ready.
 func Agent(node *corev1.Node, now time.Time) AgentState {
 	st, _, stErr := source.Status(node)
-	if st == nil && stErr == nil && !hasCondition(node) {
+	if st == nil && stErr == nil && source.Condition(node.Status.Conditions) == nil {
 		return AgentNone
 	}
 	requested, carrier, err := source.Assigned(node)
@@ -64,7 +64,7 @@ func Agent(node *corev1.Node, now time.Time) AgentState {
 		assigned = st.Assigned
 	}
 	if source.Equal(assigned, requested) {
-		if c := condition(node); c != nil && c.Reason == source.ReasonVerifying {
+		if c := source.Condition(node.Status.Conditions); c != nil && c.Reason == source.ReasonVerifying {
 			return AgentVerifying
 		}
 		return AgentReady
@@ -74,20 +74,6 @@ func Agent(node *corev1.Node, now time.Time) AgentState {
 		return AgentReady
 	}
 	return AgentStale
-}
-
-func hasCondition(node *corev1.Node) bool {
-	return condition(node) != nil
-}
-
-// condition is node's source.ConditionType condition, nil when it has none.
-func condition(node *corev1.Node) *corev1.NodeCondition {
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == source.ConditionType {
-			return &node.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // requestedAt is the newest managedFields time of the field that carrier c
