@@ -194,6 +194,19 @@ func startFakeNode(t *testing.T, n *fakeNode) *fakeServers {
 	return &fakeServers{kubelet: kl, api: api, caFile: caFile}
 }
 
+// startOpenHealthz serves n's unauthenticated healthz, and returns its
+// server with its host and port.
+func startOpenHealthz(t *testing.T, n *fakeNode) (srv *httptest.Server, host, port string) {
+	t.Helper()
+	srv = httptest.NewServer(http.HandlerFunc(n.open))
+	t.Cleanup(srv.Close)
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, host, port
+}
+
 // prober returns a prober of node n1 on s, as the agent with its token.
 func (s *fakeServers) prober(t *testing.T) *HealthProber {
 	t.Helper()
@@ -458,12 +471,7 @@ func TestProbeKubeletCannotAsk(t *testing.T) {
 				tc.edit(n)
 			}
 			s := startFakeNode(t, n)
-			open := httptest.NewServer(http.HandlerFunc(n.open))
-			t.Cleanup(open.Close)
-			host, port, err := net.SplitHostPort(strings.TrimPrefix(open.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			open, host, port := startOpenHealthz(t, n)
 			if tc.noOpen {
 				port = "0"
 			}
@@ -475,7 +483,7 @@ func TestProbeKubeletCannotAsk(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			deadline, _ := ctx.Deadline()
-			err = p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since})
+			err := p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since})
 			early := deadline.Sub(time.Now())
 			got := strings.NewReplacer(s.kubelet.URL, "URL", open.URL, "OPEN").Replace(errString(err))
 			if got != tc.wantErr {
@@ -701,12 +709,7 @@ func TestProbeRunning(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			n := healthyNode()
-			open := httptest.NewServer(http.HandlerFunc(n.open))
-			t.Cleanup(open.Close)
-			host, port, err := net.SplitHostPort(strings.TrimPrefix(open.URL, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, host, port := startOpenHealthz(t, n)
 			n.configz = fmt.Sprintf(`{"kubeletconfig":{"maxPods":42,"healthzBindAddress":%q,"healthzPort":%s}}`, host, port)
 			if tc.edit != nil {
 				tc.edit(n)
@@ -720,7 +723,7 @@ func TestProbeRunning(t *testing.T) {
 			defer cancel()
 			calls := 0
 			cfg := fmt.Sprintf(`{"maxPods":42,"healthzBindAddress":%q,"healthzPort":%s}`, host, port)
-			err = p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since, Running: func() { calls++ }})
+			err := p.Probe(ctx, Expectation{Config: []byte(cfg), Since: since, Running: func() { calls++ }})
 			if pass := err == nil; pass != tc.wantPass {
 				t.Errorf("Probe passed = %t (%v), want %t", pass, err, tc.wantPass)
 			}
