@@ -119,8 +119,10 @@ func TestAgentKill9(t *testing.T) {
 		checkAfterKill(t, n, local, point)
 
 		ag = start()
-		waitFor(t, 90*time.Second, point+": the node to run "+name, func() bool {
-			st := nodeStatus(t, c, n.Name)
+		// Recovered once the health gate has ended: a status that names
+		// the config active while the gate waits (the killed agent may
+		// have published it) does not count, and GC runs after the gate.
+		waitStatus(t, c, n.Name, 90*time.Second, point+": the node to run "+name, func(st *corev1.NodeConfigStatus) bool {
 			return st != nil && st.Error == "" && isCM(st.Active, name)
 		})
 		checkAfterRecovery(t, c, n, name, maxPods, point)
