@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -114,6 +115,13 @@ func (s HostState) Diff(now HostState) []string {
 	return out
 }
 
+// harnessDir matches the directories the harness makes with os.MkdirTemp:
+// a cluster's state (dkc-NNN) and the test binary's build (dkc-bin-NNN). A
+// lock file or a person's directory that only starts with dkc- is not one,
+// so that a process waiting on /tmp/dkc-e2e.lock is not taken for one the
+// tests left behind.
+var harnessDir = regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/dkc-(bin-)?[0-9]+(/|\s|$)`)
+
 // LeftoverProcesses lists running processes started from the harness's
 // component binaries or state directories, sorted.
 func LeftoverProcesses() []string {
@@ -126,7 +134,7 @@ func LeftoverProcesses() []string {
 			continue
 		}
 		cmdline := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
-		if strings.Contains(cmdline, binDir) || strings.Contains(cmdline, os.TempDir()+"/dkc-") {
+		if strings.Contains(cmdline, binDir) || harnessDir.MatchString(cmdline) {
 			out = append(out, filepath.Base(filepath.Dir(p))+": "+cmdline)
 		}
 	}
