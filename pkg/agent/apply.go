@@ -108,8 +108,10 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	if err != nil {
 		return 0, a.rollback(ctx, node, c, want, began, err)
 	}
-	a.Metrics.Applies.WithLabelValues(ResultApplied).Inc()
+	// The duration first: a scrape that sees the apply counted sees its
+	// duration too.
 	a.Metrics.ApplyDuration.Observe(a.Clock.Since(began).Seconds())
+	a.Metrics.Applies.WithLabelValues(ResultApplied).Inc()
 	msg := fmt.Sprintf("kubelet runs %s", describe(want))
 	if restarted {
 		msg += fmt.Sprintf("; restarted and healthy after %s", a.Clock.Since(began).Round(time.Millisecond))

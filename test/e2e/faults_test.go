@@ -177,8 +177,10 @@ func TestFaults(t *testing.T) {
 
 		// Not stuck: the next assignment converges.
 		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
-		waitStatus(t, c, n1.Name, time.Minute, "active faults-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-a")
+		waitStatus(t, c, n1.Name, time.Minute, "active and last-known-good faults-a", func(st *corev1.NodeConfigStatus) bool {
+			// wantHealthy copies the store: wait for the trial's end, so
+			// that no promotion or GC runs under the copy.
+			return st != nil && st.Error == "" && isCM(st.Active, "faults-a") && isCM(st.LastKnownGood, "faults-a")
 		})
 		f.wantHealthy(t, n1, n1.AgentStoreDir(), "faults-a", "faults-a")
 	})
@@ -227,8 +229,10 @@ func TestFaults(t *testing.T) {
 		if err := ag.InMountNS("mount -n -o remount,size=4m " + storeDir); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, c, n2.Name, 2*time.Minute, "active faults-fs-big", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-fs-big")
+		waitStatus(t, c, n2.Name, 2*time.Minute, "active and last-known-good faults-fs-big", func(st *corev1.NodeConfigStatus) bool {
+			// wantHealthy copies the store: wait for the trial's end, so
+			// that no promotion or GC runs under the copy.
+			return st != nil && st.Error == "" && isCM(st.Active, "faults-fs-big") && isCM(st.LastKnownGood, "faults-fs-big")
 		})
 		f.wantHealthy(t, n2, view(), "faults-fs-big", "faults-fs-big")
 	})
@@ -288,8 +292,10 @@ func TestFaults(t *testing.T) {
 		if err := ag.InMountNS("mount -n -o remount,bind,rw " + configDir); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, c, n3.Name, time.Minute, "active faults-ro-b", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-ro-b")
+		waitStatus(t, c, n3.Name, time.Minute, "active and last-known-good faults-ro-b", func(st *corev1.NodeConfigStatus) bool {
+			// wantHealthy copies the store: wait for the trial's end, so
+			// that no promotion or GC runs under the copy.
+			return st != nil && st.Error == "" && isCM(st.Active, "faults-ro-b") && isCM(st.LastKnownGood, "faults-ro-b")
 		})
 		f.wantHealthy(t, n3, storeDir, "faults-ro-b", "faults-ro-b")
 	})
@@ -360,8 +366,10 @@ func rollbackLogLine(n *framework.Node) string {
 	return ""
 }
 
-// faultHealthTimeout is the agents' --health-timeout in TestFaults.
-const faultHealthTimeout = 15 * time.Second
+// faultHealthTimeout is the agents' --health-timeout in TestFaults: well
+// over a kubelet restart that meets its PLEG wait (about 10 s here), so that
+// a slow machine does not roll a good config back.
+const faultHealthTimeout = 25 * time.Second
 
 // faultEnv is what TestFaults's subtests share: the configs they created,
 // by ConfigMap name.
