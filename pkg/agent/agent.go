@@ -206,7 +206,11 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 	if src, _, err := source.Assigned(node); err == nil && src == nil {
 		a.cms.stop()
 	}
-	return a.sync(ctx, node.DeepCopy(), a.cms.get) // publish updates its node
+	requeue, err := a.sync(ctx, node.DeepCopy(), a.cms.get) // publish updates its node
+	if werr := a.cms.watch(); werr != nil && err == nil {
+		err = fmt.Errorf("watch the assigned ConfigMap: %w", werr)
+	}
+	return requeue, err
 }
 
 // getTimeout bounds configMapWatch.get's GET.
@@ -278,74 +282,96 @@ func (e *listError) detail() string {
 	return e.err.Error()
 }
 
-// get returns the ConfigMap ns/name from its informer, starting the
-// informer (and stopping the previous one) when ns/name is new. Before the
-// informer's first sync it returns a *listError when a list failed, else
-// the ConfigMap from a GET, or NotFound when it does not exist; when the GET
-// fails otherwise (such as Forbidden), errNotSynced, and the informer
-// reports its list's error.
+// get returns the ConfigMap ns/name from its informer once that has
+// listed. Until then it returns a *listError when the informer's list
+// failed, else the ConfigMap from a GET, or NotFound when it does not exist.
+// A GET that fails otherwise (such as Forbidden) starts the informer and
+// returns errNotSynced: the informer reports its list's error.
+//
+// A new ns/name stops the previous informer, and a GET serves the apply: the
+// informer on the new ConfigMap starts only with watch, after the sync.
+// Its list and watch then do not compete with the apply's download, and
+// across a fleet a rollout's wave of applies does not open a wave of
+// watches at the same moment (docs/performance.md). A change of the
+// ConfigMap in between is not lost: the informer's first list shows it and
+// queues the node.
 func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.informer == nil || w.namespace != ns || w.name != name {
+	if w.namespace != ns || w.name != name {
 		w.stopLocked()
-		ctx, cancel := context.WithCancel(context.Background())
-		informer := cache.NewSharedIndexInformer(kubeclient.ConfigMapListWatch(w.client, ns, func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}), &corev1.ConfigMap{}, 0, cache.Indexers{})
-		if _, err := informer.AddEventHandler(w.handler); err != nil {
-			cancel()
-			return nil, err
-		}
-		listErr := &lastError{}
-		if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-			if !informer.HasSynced() {
-				listErr.set(err)
-				w.enqueue()
-			}
-		}); err != nil {
-			cancel()
-			return nil, err
-		}
-		done := make(chan struct{})
-		w.informer, w.lister, w.listErr = informer, corelisters.NewConfigMapLister(informer.GetIndexer()), listErr
-		w.namespace, w.name, w.cancel, w.done = ns, name, cancel, done
-		go func() {
-			defer close(done)
-			informer.RunWithContext(ctx)
-		}()
-		go func() {
-			// A ConfigMap that does not exist sends no event: the sync
-			// itself queues the node.
-			if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-				w.enqueue()
-			}
-		}()
+		w.namespace, w.name = ns, name
 	}
-	if !w.informer.HasSynced() {
+	if w.informer != nil {
+		if w.informer.HasSynced() {
+			return w.lister.ConfigMaps(ns).Get(name)
+		}
 		if err := w.listErr.get(); err != nil {
 			return nil, &listError{err: err}
 		}
-		// Until the informer has listed, one GET: an apply does not
-		// wait for the watch to start (a new ConfigMap name is a new
-		// informer at every assignment).
-		ctx, cancel := context.WithTimeout(context.Background(), getTimeout)
-		defer cancel()
-		cm, err := w.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			return cm, err
-		}
-		// Any other error (such as Forbidden) is the informer's to
-		// report, with its list's own words, once: its error handler
-		// queues the node.
-		return nil, errNotSynced
 	}
-	cm, err := w.lister.ConfigMaps(ns).Get(name)
-	if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), getTimeout)
+	defer cancel()
+	cm, err := w.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		return cm, err
+	}
+	// Any other error (such as Forbidden) is the informer's to report,
+	// with its list's own words, once: its error handler queues the node.
+	if err := w.startLocked(); err != nil {
 		return nil, err
 	}
-	return cm, nil
+	return nil, errNotSynced
+}
+
+// watch starts the informer on the ConfigMap get last asked for, when it
+// does not run yet.
+func (w *configMapWatch) watch() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.informer != nil || w.name == "" {
+		return nil
+	}
+	return w.startLocked()
+}
+
+// startLocked starts the informer on w.namespace/w.name.
+func (w *configMapWatch) startLocked() error {
+	ns, name := w.namespace, w.name
+	ctx, cancel := context.WithCancel(context.Background())
+	informer := cache.NewSharedIndexInformer(kubeclient.ConfigMapListWatch(w.client, ns, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}), &corev1.ConfigMap{}, 0, cache.Indexers{})
+	if _, err := informer.AddEventHandler(w.handler); err != nil {
+		cancel()
+		return err
+	}
+	listErr := &lastError{}
+	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+		if !informer.HasSynced() {
+			listErr.set(err)
+			w.enqueue()
+		}
+	}); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	w.informer, w.lister, w.listErr = informer, corelisters.NewConfigMapLister(informer.GetIndexer()), listErr
+	w.cancel, w.done = cancel, done
+	go func() {
+		defer close(done)
+		informer.RunWithContext(ctx)
+	}()
+	go func() {
+		// A ConfigMap that does not exist sends no event: the sync
+		// itself queues the node.
+		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			w.enqueue()
+		}
+	}()
+	return nil
 }
 
 func (w *configMapWatch) stop() {
@@ -355,11 +381,10 @@ func (w *configMapWatch) stop() {
 }
 
 func (w *configMapWatch) stopLocked() {
-	if w.informer == nil {
-		return
+	if w.informer != nil {
+		w.cancel()
+		<-w.done
 	}
-	w.cancel()
-	<-w.done
 	w.informer, w.lister, w.cancel, w.done = nil, nil, nil, nil
 	w.namespace, w.name, w.listErr = "", "", nil
 }

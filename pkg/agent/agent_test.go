@@ -776,17 +776,60 @@ func TestConfigMapWatch(t *testing.T) {
 }
 
 // TestConfigMapWatchFirstGet: the first get of a new ConfigMap returns it
-// at once, from a GET, without waiting for its informer to list.
+// at once, from a GET, without waiting for an informer; the informer starts
+// only with watch (after the sync), and from then on serves get, with
+// changes made in between.
 func TestConfigMapWatchFirstGet(t *testing.T) {
 	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "kube-system", ResourceVersion: "7"}})
-	w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() {}}
+	queued := make(chan struct{}, 10)
+	w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }}
 	t.Cleanup(w.stop)
+	if _, err := w.get("kube-system", "missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("first get of a missing ConfigMap: %v, want NotFound", err)
+	}
 	cm, err := w.get("kube-system", "x")
 	if err != nil {
 		t.Fatalf("first get: %v, want the ConfigMap", err)
 	}
 	diff(t, "resourceVersion", "7", cm.ResourceVersion)
-	if _, err := w.get("kube-system", "missing"); !apierrors.IsNotFound(err) {
-		t.Errorf("first get of a missing ConfigMap: %v, want NotFound", err)
+	listsAndWatches := func() (n int) {
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "configmaps" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
+				n++
+			}
+		}
+		return n
 	}
+	if n := listsAndWatches(); n != 0 {
+		t.Errorf("%d lists or watches of ConfigMaps before watch, want none during the sync", n)
+	}
+
+	// Changed between the sync's GET and the informer's start.
+	cm.Data, cm.ResourceVersion = map[string]string{"kubelet": "changed"}, "8"
+	if _, err := client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.watch(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-queued:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer's first sync did not queue the node")
+	}
+	if n := listsAndWatches(); n == 0 {
+		t.Error("no list or watch of ConfigMaps after watch")
+	}
+	got, err := w.get("kube-system", "x")
+	if err != nil {
+		t.Fatalf("get after the informer synced: %v", err)
+	}
+	diff(t, "resourceVersion after the informer synced", "8", got.ResourceVersion)
+	gets := 0
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "configmaps" && a.GetVerb() == "get" {
+			gets++
+		}
+	}
+	diff(t, "GETs (the first get of each name, none from the informer's cache)", "2", fmt.Sprint(gets))
 }
