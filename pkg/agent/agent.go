@@ -241,6 +241,15 @@ type configMapWatch struct {
 	// listErr holds the last error of the informer's list before its
 	// first sync.
 	listErr *lastError
+	// got is the answer of the GET of namespace/name (the ConfigMap, or
+	// nil for NotFound), which serves until the informer has listed.
+	got *getResult
+}
+
+// getResult is a GET's ConfigMap, or its NotFound error.
+type getResult struct {
+	cm  *corev1.ConfigMap
+	err error
 }
 
 // lastError is an error set by one goroutine and read by another. It has
@@ -288,8 +297,9 @@ func (e *listError) detail() string {
 // A GET that fails otherwise (such as Forbidden) starts the informer and
 // returns errNotSynced: the informer reports its list's error.
 //
-// A new ns/name stops the previous informer, and a GET serves the apply: the
-// informer on the new ConfigMap starts only with watch, after the sync.
+// A new ns/name stops the previous informer, and one GET serves the apply,
+// and every sync until the informer has listed: the informer on the new
+// ConfigMap starts only with watch, after the sync.
 // Its list and watch then do not compete with the apply's download, and
 // across a fleet a rollout's wave of applies does not open a wave of
 // watches at the same moment (docs/performance.md). A change of the
@@ -310,16 +320,22 @@ func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 			return nil, &listError{err: err}
 		}
 	}
+	if w.got != nil {
+		return w.got.cm, w.got.err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), getTimeout)
 	defer cancel()
 	cm, err := w.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err == nil || apierrors.IsNotFound(err) {
+		w.got = &getResult{cm: cm, err: err}
 		return cm, err
 	}
 	// Any other error (such as Forbidden) is the informer's to report,
 	// with its list's own words, once: its error handler queues the node.
-	if err := w.startLocked(); err != nil {
-		return nil, err
+	if w.informer == nil {
+		if err := w.startLocked(); err != nil {
+			return nil, err
+		}
 	}
 	return nil, errNotSynced
 }
@@ -386,5 +402,5 @@ func (w *configMapWatch) stopLocked() {
 		<-w.done
 	}
 	w.informer, w.lister, w.cancel, w.done = nil, nil, nil, nil
-	w.namespace, w.name, w.listErr = "", "", nil
+	w.namespace, w.name, w.listErr, w.got = "", "", nil, nil
 }

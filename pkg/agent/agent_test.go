@@ -778,7 +778,7 @@ func TestConfigMapWatch(t *testing.T) {
 // TestConfigMapWatchFirstGet: the first get of a new ConfigMap returns it
 // at once, from a GET, without waiting for an informer; the informer starts
 // only with watch (after the sync), and from then on serves get, with
-// changes made in between.
+// changes made in between. Until it has listed, that one GET answers.
 func TestConfigMapWatchFirstGet(t *testing.T) {
 	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "kube-system", ResourceVersion: "7"}})
 	queued := make(chan struct{}, 10)
@@ -792,6 +792,10 @@ func TestConfigMapWatchFirstGet(t *testing.T) {
 		t.Fatalf("first get: %v, want the ConfigMap", err)
 	}
 	diff(t, "resourceVersion", "7", cm.ResourceVersion)
+	// The next sync, before the informer runs: the same answer, no GET.
+	if again, err := w.get("kube-system", "x"); err != nil || again.ResourceVersion != "7" {
+		t.Fatalf("second get before the informer: %v, %v; want the ConfigMap of the first", again, err)
+	}
 	listsAndWatches := func() (n int) {
 		for _, a := range client.Actions() {
 			if a.GetResource().Resource == "configmaps" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
