@@ -14,6 +14,9 @@ import (
 type Observed struct {
 	// Assigned: the node is assigned its target.
 	Assigned bool
+	// Holds is the node's assignment when it is not its target (nil: the
+	// local config, or the target when Assigned).
+	Holds *corev1.NodeConfigSource
 	// Running: the node runs its target without error (status active).
 	Running bool
 	// Error is the node's error for its target.
@@ -37,6 +40,7 @@ func Observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, erro
 	}
 	o.Assigned = source.Equal(item.ConfigSource, target)
 	if !o.Assigned {
+		o.Holds = item.ConfigSource
 		return o, nil
 	}
 	done, failed := status.Reached(item, status.WaitActive)
@@ -96,6 +100,14 @@ func IsReady(node *corev1.Node) bool {
 // NextPhase is the phase of a node recorded as rec, now that it is observed
 // as o. A node never goes back to Waiting once started, and a finished node
 // stays finished: the rollout never starts a node twice.
+//
+// A node in progress that holds neither its target nor the assignment it had
+// before the rollout (rec.Previous) was assigned another config by hand
+// while its apply ran: it fails, so that the rollout halts and names it
+// rather than wait forever for a target the node no longer has, or have a
+// resumed client assign over the operator's choice. A node that holds its
+// previous assignment is taken for one recorded but not assigned yet (a
+// client died in between): the next pass assigns it.
 func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 	switch rec.Phase {
 	case Succeeded, Skipped, Failed:
@@ -106,6 +118,9 @@ func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 			return Failed, o.Error
 		case o.Running && o.Ready:
 			return Succeeded, ""
+		case !o.Assigned && !source.Equal(o.Holds, rec.Previous):
+			return Failed, fmt.Sprintf("assignment changed outside the rollout to %s while the rollout applied its config (before the rollout: %s); halted so as not to overwrite it",
+				DescribeTarget(o.Holds), DescribeTarget(rec.Previous))
 		}
 		return InProgress, ""
 	}

@@ -36,7 +36,7 @@ func TestObservationsDecodeOnlyChangedNodes(t *testing.T) {
 	}
 	running := Observed{Assigned: true, Running: true, Ready: true, Schedulable: true}
 	failing := Observed{Assigned: true, Error: status.ValidateError, Ready: true, Schedulable: true}
-	notAssigned := Observed{Ready: true, Schedulable: true}
+	notAssigned := Observed{Holds: target, Ready: true, Schedulable: true}
 
 	var c observations
 	steps := []struct {

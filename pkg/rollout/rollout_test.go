@@ -126,24 +126,30 @@ func TestWaves(t *testing.T) {
 func TestNextPhase(t *testing.T) {
 	tests := map[string]struct {
 		rec       Phase
+		prev      *corev1.NodeConfigSource
 		o         Observed
 		want      Phase
 		wantError string
 	}{
-		"waiting, untouched":            {rec: Waiting, o: Observed{Ready: true, Schedulable: true}, want: Waiting},
-		"waiting, already runs target":  {rec: Waiting, o: Observed{Assigned: true, Running: true, Ready: true}, want: Skipped},
-		"waiting, assigned by someone":  {rec: Waiting, o: Observed{Assigned: true}, want: InProgress},
-		"waiting, assigned and failed":  {rec: Waiting, o: Observed{Assigned: true, Error: "boom"}, want: Failed, wantError: "boom"},
-		"in progress, not yet":          {rec: InProgress, o: Observed{Assigned: true, Ready: true}, want: InProgress},
-		"in progress, active not ready": {rec: InProgress, o: Observed{Assigned: true, Running: true}, want: InProgress},
-		"in progress, active and ready": {rec: InProgress, o: Observed{Assigned: true, Running: true, Ready: true}, want: Succeeded},
-		"in progress, rolled back":      {rec: InProgress, o: Observed{Assigned: true, Error: "rolled back"}, want: Failed, wantError: "rolled back"},
-		"in progress, not assigned yet": {rec: InProgress, o: Observed{}, want: InProgress},
-		"done stays done after drift":   {rec: Succeeded, o: Observed{}, want: Succeeded},
+		"waiting, untouched":                            {rec: Waiting, o: Observed{Ready: true, Schedulable: true}, want: Waiting},
+		"waiting, already runs target":                  {rec: Waiting, o: Observed{Assigned: true, Running: true, Ready: true}, want: Skipped},
+		"waiting, assigned by someone":                  {rec: Waiting, o: Observed{Assigned: true}, want: InProgress},
+		"waiting, assigned and failed":                  {rec: Waiting, o: Observed{Assigned: true, Error: "boom"}, want: Failed, wantError: "boom"},
+		"in progress, not yet":                          {rec: InProgress, o: Observed{Assigned: true, Ready: true}, want: InProgress},
+		"in progress, active not ready":                 {rec: InProgress, o: Observed{Assigned: true, Running: true}, want: InProgress},
+		"in progress, active and ready":                 {rec: InProgress, o: Observed{Assigned: true, Running: true, Ready: true}, want: Succeeded},
+		"in progress, rolled back":                      {rec: InProgress, o: Observed{Assigned: true, Error: "rolled back"}, want: Failed, wantError: "rolled back"},
+		"in progress, not assigned yet":                 {rec: InProgress, o: Observed{}, want: InProgress},
+		"in progress, still on its previous assignment": {rec: InProgress, prev: cm("old"), o: Observed{Holds: cm("old")}, want: InProgress},
+		"in progress, assigned another config by hand": {rec: InProgress, prev: cm("old"), o: Observed{Holds: cm("other"), Ready: true},
+			want: Failed, wantError: "assignment changed outside the rollout to kube-system/other while the rollout applied its config (before the rollout: kube-system/old); halted so as not to overwrite it"},
+		"in progress, reset by hand": {rec: InProgress, prev: cm("old"), o: Observed{}, want: Failed,
+			wantError: "assignment changed outside the rollout to <local> while the rollout applied its config (before the rollout: kube-system/old); halted so as not to overwrite it"},
+		"done stays done after drift": {rec: Succeeded, o: Observed{}, want: Succeeded},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, msg := NextPhase(NodeStatus{Phase: tc.rec}, tc.o)
+			got, msg := NextPhase(NodeStatus{Phase: tc.rec, Previous: tc.prev}, tc.o)
 			if got != tc.want || msg != tc.wantError {
 				t.Errorf("got (%s, %q), want (%s, %q)", got, msg, tc.want, tc.wantError)
 			}
