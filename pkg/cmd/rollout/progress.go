@@ -38,7 +38,11 @@ func (p *progress) update(r *rollout.Rollout) {
 		_, _ = p.out.Write(buf.Bytes())
 		return
 	}
-	if p.state == "" {
+	// The state first, so that a script knows the rollout it follows;
+	// a final state only last, after the node lines that led to it (the
+	// first update a client sees may be the end, when another client
+	// drove the rollout).
+	if p.state == "" && !r.Status.State.Terminal() {
 		p.printState(r)
 	}
 	wave := map[string]int{}

@@ -142,6 +142,24 @@ rollout/r1 Halted reason=node/n2: rolled back
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+
+	// A client whose first sight is the end (another client drove the
+	// rollout) prints the node lines, then the end: the last line is the
+	// end state.
+	buf.Reset()
+	p = newProgress(&buf)
+	set("n1", rollout.Succeeded, "")
+	set("n2", rollout.Succeeded, "")
+	r.Status.State, r.Status.Reason = rollout.Done, ""
+	p.update(r)
+	p.finish(r)
+	want = `rollout/r1 node/n1 Done wave=0
+rollout/r1 node/n2 Done wave=1
+rollout/r1 Done
+`
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("first sight is the end (-want +got):\n%s", diff)
+	}
 }
 
 func TestPrintTable(t *testing.T) {
