@@ -31,36 +31,11 @@ import (
 // SIGKILL and resumed; pause, resume and undo; back to local with the
 // background driver; and --drain over a node with a pod bound to it.
 func TestRollout(t *testing.T) {
-	c := framework.Setup(t, framework.Options{Nodes: 3})
+	c, names := rolloutCluster(t, nil)
 	ctx := context.Background()
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range c.Nodes {
-		if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
-			Kubeconfig:    kubeconfig,
-			ApplyMode:     "dropin",
-			HealthTimeout: 15 * time.Second,
-			TrialDuration: 3 * time.Second,
-		})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range c.Nodes {
-		waitFor(t, 20*time.Second, "agent /healthz on "+n.Name, func() bool {
-			body, err := httpGet("http://" + n.IP + ":10391/healthz")
-			return err == nil && body == "ok"
-		})
-	}
 	partial := func(extra string) string {
 		return "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n" + extra
 	}
-	names := c.NodeNames()
-	sort.Strings(names)
 
 	t.Run("good config, max-unavailable 1: restarts never overlap", func(t *testing.T) {
 		createConfigMap(t, c, "ro-a", partial("maxPods: 61\n"))
@@ -78,53 +53,16 @@ func TestRollout(t *testing.T) {
 		if ro.Status.State != rollout.Done {
 			t.Fatalf("state %s, want Done", ro.Status.State)
 		}
-		// Each node's apply window, from the moment the rollout recorded it
-		// in progress to the moment it saw it active and Ready.
-		type window struct {
-			node       string
-			start, end time.Time
-		}
-		var windows []window
+		windows := applyWindows(t, ro, names)
 		for _, n := range names {
-			ns := ro.NodeStatus(n)
-			if ns.Phase != rollout.Succeeded || ns.Started == nil || ns.Finished == nil {
-				t.Fatalf("node %s: %+v, want Done with both times", n, ns)
-			}
-			windows = append(windows, window{n, ns.Started.Time, ns.Finished.Time})
-			st := waitStatus(t, c, n, 10*time.Second, "active ro-a", func(st *corev1.NodeConfigStatus) bool {
+			waitStatus(t, c, n, 10*time.Second, "active ro-a", func(st *corev1.NodeConfigStatus) bool {
 				return st != nil && isCM(st.Active, "ro-a") && st.Error == ""
 			})
-			_ = st
 		}
-		sort.Slice(windows, func(i, j int) bool { return windows[i].start.Before(windows[j].start) })
 		if windows[0].node != names[0] {
 			t.Errorf("first node %s, want the canary %s", windows[0].node, names[0])
 		}
-		minGap := time.Duration(1<<63 - 1)
-		for i := 1; i < len(windows); i++ {
-			gap := windows[i].start.Sub(windows[i-1].end)
-			if gap < 0 {
-				t.Errorf("apply windows overlap: %s %s..%s and %s %s..%s", windows[i-1].node, windows[i-1].start.Format(time.StampMicro), windows[i-1].end.Format(time.StampMicro),
-					windows[i].node, windows[i].start.Format(time.StampMicro), windows[i].end.Format(time.StampMicro))
-			}
-			minGap = min(minGap, gap)
-		}
-		// Every kubelet (re)start since the rollout began must fall inside
-		// its own node's window and no other.
-		for _, n := range c.Nodes {
-			starts := kubeletStartTimes(t, n, began)
-			if len(starts) != 1 {
-				t.Errorf("node %s: kubelet started %d times during the rollout, want 1: %v", n.Name, len(starts), starts)
-			}
-			for _, s := range starts {
-				for _, w := range windows {
-					inside := !s.Before(w.start) && !s.After(w.end)
-					if inside != (w.node == n.Name) {
-						t.Errorf("kubelet of %s started at %s; window of %s is %s..%s", n.Name, s.Format(time.StampMicro), w.node, w.start.Format(time.StampMicro), w.end.Format(time.StampMicro))
-					}
-				}
-			}
-		}
+		minGap := checkApplyWindows(t, c, windows, began)
 		var lines []string
 		for _, w := range windows {
 			lines = append(lines, fmt.Sprintf("%s %s", w.node, w.end.Sub(w.start).Round(time.Millisecond)))
@@ -344,6 +282,47 @@ func TestRollout(t *testing.T) {
 	})
 }
 
+// rolloutCluster starts three real kubelets, each with its dkc agent in
+// drop-in mode (so one partial ConfigMap fits every node), and returns the
+// cluster and its node names in rollout order. agentFlags, when set, gives
+// each node's agent more flags.
+func rolloutCluster(t *testing.T, agentFlags func(*framework.Node) []string) (*framework.Cluster, []string) {
+	t.Helper()
+	c := framework.Setup(t, framework.Options{Nodes: 3})
+	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		o := framework.AgentOptions{
+			Kubeconfig: kubeconfig,
+			ApplyMode:  "dropin",
+			// Well over a restart that meets the kubelet's PLEG wait
+			// (about 10 s here): a slow machine must not roll back.
+			HealthTimeout: 25 * time.Second,
+			TrialDuration: 3 * time.Second,
+		}
+		if agentFlags != nil {
+			o.Extra = agentFlags(n)
+		}
+		if _, err := n.StartAgent(dkcBinary, n.AgentArgs(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.Nodes {
+		waitFor(t, 20*time.Second, "agent /healthz on "+n.Name, func() bool {
+			body, err := httpGet("http://" + n.IP + ":10391/healthz")
+			return err == nil && body == "ok"
+		})
+	}
+	names := c.NodeNames()
+	sort.Strings(names)
+	return c, names
+}
+
 // rolloutObject reads rollout name through `rollout status -o json`.
 func rolloutObject(t *testing.T, c *framework.Cluster, name string) *rollout.Rollout {
 	t.Helper()
@@ -353,6 +332,61 @@ func rolloutObject(t *testing.T, c *framework.Cluster, name string) *rollout.Rol
 		t.Fatalf("rollout status -o json: %v\n%s", err, out)
 	}
 	return &r
+}
+
+// applyWindow is one node's apply in a rollout, from the moment the rollout
+// recorded it in progress to the moment it saw it active and Ready.
+type applyWindow struct {
+	node       string
+	start, end time.Time
+}
+
+// applyWindows returns the apply windows of nodes in rollout ro, in the order
+// they started. Every node must be Done.
+func applyWindows(t *testing.T, ro *rollout.Rollout, nodes []string) []applyWindow {
+	t.Helper()
+	var windows []applyWindow
+	for _, n := range nodes {
+		ns := ro.NodeStatus(n)
+		if ns.Phase != rollout.Succeeded || ns.Started == nil || ns.Finished == nil {
+			t.Fatalf("node %s: %+v, want Done with both times", n, ns)
+		}
+		windows = append(windows, applyWindow{n, ns.Started.Time, ns.Finished.Time})
+	}
+	sort.Slice(windows, func(i, j int) bool { return windows[i].start.Before(windows[j].start) })
+	return windows
+}
+
+// checkApplyWindows checks that no two windows overlap and that every
+// kubelet (re)start of c's nodes since began falls inside its own node's
+// window and no other, once per node. It returns the smallest gap between
+// two windows.
+func checkApplyWindows(t *testing.T, c *framework.Cluster, windows []applyWindow, began time.Time) time.Duration {
+	t.Helper()
+	minGap := time.Duration(1<<63 - 1)
+	for i := 1; i < len(windows); i++ {
+		gap := windows[i].start.Sub(windows[i-1].end)
+		if gap < 0 {
+			t.Errorf("apply windows overlap: %s %s..%s and %s %s..%s", windows[i-1].node, windows[i-1].start.Format(time.StampMicro), windows[i-1].end.Format(time.StampMicro),
+				windows[i].node, windows[i].start.Format(time.StampMicro), windows[i].end.Format(time.StampMicro))
+		}
+		minGap = min(minGap, gap)
+	}
+	for _, n := range c.Nodes {
+		starts := kubeletStartTimes(t, n, began)
+		if len(starts) != 1 {
+			t.Errorf("node %s: kubelet started %d times during the rollout, want 1: %v", n.Name, len(starts), starts)
+		}
+		for _, s := range starts {
+			for _, w := range windows {
+				inside := !s.Before(w.start) && !s.After(w.end)
+				if inside != (w.node == n.Name) {
+					t.Errorf("kubelet of %s started at %s; window of %s is %s..%s", n.Name, s.Format(time.StampMicro), w.node, w.start.Format(time.StampMicro), w.end.Format(time.StampMicro))
+				}
+			}
+		}
+	}
+	return minGap
 }
 
 // kubeletStartTimes reads the harness supervisor's start lines from n's
