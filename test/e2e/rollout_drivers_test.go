@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -129,12 +128,8 @@ func TestRolloutDrivers(t *testing.T) {
 			}
 		}
 		minGap := checkApplyWindows(t, c, windows, began)
-		var ws []string
-		for _, w := range windows {
-			ws = append(ws, fmt.Sprintf("%s %s", w.node, w.end.Sub(w.start).Round(time.Millisecond)))
-		}
 		t.Logf("MEASURED: two drivers rolled 3 nodes out in %s; apply windows %s; smallest gap between windows %s",
-			time.Since(began).Round(time.Millisecond), strings.Join(ws, ", "), minGap.Round(time.Millisecond))
+			time.Since(began).Round(time.Millisecond), windowLengths(windows), minGap.Round(time.Millisecond))
 	})
 
 	t.Run("node assigned by hand while Waiting: assigned the target at its turn, the manual config is previous", func(t *testing.T) {

@@ -63,12 +63,8 @@ func TestRollout(t *testing.T) {
 			t.Errorf("first node %s, want the canary %s", windows[0].node, names[0])
 		}
 		minGap := checkApplyWindows(t, c, windows, began)
-		var lines []string
-		for _, w := range windows {
-			lines = append(lines, fmt.Sprintf("%s %s", w.node, w.end.Sub(w.start).Round(time.Millisecond)))
-		}
 		t.Logf("MEASURED: rollout of 3 nodes in %s; apply windows %s; smallest gap between windows %s",
-			time.Since(began).Round(time.Millisecond), strings.Join(lines, ", "), minGap.Round(time.Millisecond))
+			time.Since(began).Round(time.Millisecond), windowLengths(windows), minGap.Round(time.Millisecond))
 	})
 
 	t.Run("bad config halts on the canary; other kubelets untouched", func(t *testing.T) {
@@ -355,6 +351,15 @@ func applyWindows(t *testing.T, ro *rollout.Rollout, nodes []string) []applyWind
 	}
 	sort.Slice(windows, func(i, j int) bool { return windows[i].start.Before(windows[j].start) })
 	return windows
+}
+
+// windowLengths lists each window's node and length, for the log.
+func windowLengths(windows []applyWindow) string {
+	var out []string
+	for _, w := range windows {
+		out = append(out, fmt.Sprintf("%s %s", w.node, w.end.Sub(w.start).Round(time.Millisecond)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkApplyWindows checks that no two windows overlap and that every
