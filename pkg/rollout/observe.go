@@ -119,8 +119,7 @@ func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 		case o.Running && o.Ready:
 			return Succeeded, ""
 		case !o.Assigned && !source.Equal(o.Holds, rec.Previous):
-			return Failed, fmt.Sprintf("assignment changed outside the rollout to %s while the rollout applied its config (before the rollout: %s); halted so as not to overwrite it",
-				DescribeTarget(o.Holds), DescribeTarget(rec.Previous))
+			return Failed, changedOutside(o.Holds, rec.Previous)
 		}
 		return InProgress, ""
 	}
@@ -136,6 +135,14 @@ func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 		return InProgress, ""
 	}
 	return Waiting, ""
+}
+
+// changedOutside is the error of a node in progress that holds holds, and
+// not previous, the assignment the rollout recorded for it before it
+// started it.
+func changedOutside(holds, previous *corev1.NodeConfigSource) string {
+	return fmt.Sprintf("assignment changed outside the rollout to %s while the rollout applied its config (before the rollout: %s); halted so as not to overwrite it",
+		DescribeTarget(holds), DescribeTarget(previous))
 }
 
 // haltReason is the Reason of a rollout halted by node's error.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -383,7 +384,54 @@ func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, nod
 		carrier = c
 	}
 	logger.V(2).Info("Assigning node", "target", DescribeTarget(target), "carrier", carrier)
-	return assignVia(ctx, e.client, name, carrier, target)
+	if rec.Cordoned {
+		node = nil // the drain changed it: read it again
+	}
+	return assignOver(ctx, e.client, name, node, carrier, target, rec.Previous)
+}
+
+// maxAssignConflicts bounds assignOver's attempts on a Node that keeps
+// changing.
+const maxAssignConflicts = 5
+
+// assignOver assigns the node named name its target through carrier,
+// provided it still holds previous, the assignment the rollout recorded for
+// it when it started it. The patch is conditional on the resourceVersion of
+// the Node as last seen (node, from the informer; nil: read it first), and
+// on a conflict the Node is read again. A node that then holds anything
+// else was assigned outside the rollout meanwhile (during its drain, say):
+// it is left as it is, and its error, the one NextPhase gives such a node,
+// halts the rollout.
+func assignOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, carrier source.Carrier, target, previous *corev1.NodeConfigSource) error {
+	for range maxAssignConflicts {
+		if node == nil {
+			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("assign node %q: %w", name, err)
+			}
+			node = n
+		}
+		holds, _, err := source.Assigned(node)
+		if err != nil {
+			return fmt.Errorf("assign node %q: %w", name, err)
+		}
+		if !source.Equal(holds, previous) {
+			return errors.New(changedOutside(holds, previous))
+		}
+		patch, err := source.AssignPatchAt(carrier, target, node.ResourceVersion)
+		if err != nil {
+			return fmt.Errorf("assign node %q: %w", name, err)
+		}
+		_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("assign node %q: %w", name, err)
+			}
+			return nil
+		}
+		node = nil
+	}
+	return fmt.Errorf("assign node %q: the Node changed under each of %d attempts", name, maxAssignConflicts)
 }
 
 // carrierCache remembers the carrier source.Detect found, for one run of

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -231,5 +233,93 @@ func TestDrainPlannerAsksForAMissingConfigMapOnce(t *testing.T) {
 	}
 	if len(warnings) != 6 || !strings.Contains(warnings[0], `configmaps "gone" not found`) {
 		t.Errorf("warnings %q, want one per node and plan, saying gone is not found", warnings)
+	}
+}
+
+// TestAssignOver: the rollout's assignment is conditional on the Node it
+// last saw. A Node that changed otherwise is read again and assigned; one
+// assigned another config meanwhile (by hand, during its drain) is left as
+// it is, with the error that halts the rollout.
+func TestAssignOver(t *testing.T) {
+	ctx := context.Background()
+	tests := map[string]struct {
+		change   func(*corev1.Node) // on the server, after the cache read
+		wantErr  string
+		wantHeld *corev1.NodeConfigSource
+	}{
+		"unchanged": {wantHeld: cm("new")},
+		"changed otherwise (a label)": {
+			change:   func(n *corev1.Node) { n.Labels = map[string]string{"x": "y"} },
+			wantHeld: cm("new"),
+		},
+		"assigned by hand meanwhile": {
+			change: func(n *corev1.Node) {
+				n.Annotations[source.AssignedAnnotation] = `{"configMap":{"namespace":"kube-system","name":"hand","kubeletConfigKey":"kubelet"}}`
+			},
+			wantErr:  "assignment changed outside the rollout to kube-system/hand while the rollout applied its config (before the rollout: kube-system/old); halted so as not to overwrite it",
+			wantHeld: cm("hand"),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client, names := newFleet(t, 1)
+			// The fake clientset keeps resourceVersions as given and
+			// ignores a patch's: answer as the apiserver does, Conflict
+			// for a patch that names another version than the stored one.
+			nodes := corev1.SchemeGroupVersion.WithResource("nodes")
+			client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				p := action.(k8stesting.PatchActionImpl)
+				var patch struct {
+					Metadata struct {
+						ResourceVersion string `json:"resourceVersion"`
+					} `json:"metadata"`
+				}
+				if err := json.Unmarshal(p.Patch, &patch); err != nil {
+					return true, nil, err
+				}
+				stored, err := client.Tracker().Get(nodes, "", p.Name)
+				if err != nil {
+					return true, nil, err
+				}
+				if rv := patch.Metadata.ResourceVersion; rv != "" && rv != stored.(*corev1.Node).ResourceVersion {
+					return true, nil, apierrors.NewConflict(nodes.GroupResource(), p.Name, errors.New("the object has been modified"))
+				}
+				return false, nil, nil
+			})
+			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old")); err != nil {
+				t.Fatal(err)
+			}
+			cached, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached.ResourceVersion = "1"
+			if cached, err = client.CoreV1().Nodes().Update(ctx, cached, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.change != nil {
+				n := cached.DeepCopy()
+				tc.change(n)
+				n.ResourceVersion = "2"
+				if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = assignOver(ctx, client, names[0], cached, source.Annotation, cm("new"), cm("old"))
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if gotErr != tc.wantErr {
+				t.Errorf("error %q, want %q", gotErr, tc.wantErr)
+			}
+			node, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held, _, _ := source.Assigned(node); !source.Equal(held, tc.wantHeld) {
+				t.Errorf("node holds %s, want %s", DescribeTarget(held), DescribeTarget(tc.wantHeld))
+			}
+		})
 	}
 }

@@ -20,6 +20,17 @@ import (
 // whatever c is: the node goes back to its local config. src must pass
 // ValidateSource. Send the patch to the Node itself, not to nodes/status.
 func AssignPatch(c Carrier, src *corev1.NodeConfigSource) ([]byte, error) {
+	return assignPatch(c, src, "")
+}
+
+// AssignPatchAt is AssignPatch with a precondition: the apiserver applies it
+// only to the Node at resourceVersion rv, and answers 409 Conflict when the
+// Node changed since.
+func AssignPatchAt(c Carrier, src *corev1.NodeConfigSource, rv string) ([]byte, error) {
+	return assignPatch(c, src, rv)
+}
+
+func assignPatch(c Carrier, src *corev1.NodeConfigSource, rv string) ([]byte, error) {
 	if err := checkStored(c); err != nil {
 		return nil, err
 	}
@@ -39,8 +50,12 @@ func AssignPatch(c Carrier, src *corev1.NodeConfigSource) ([]byte, error) {
 			annotation = string(value)
 		}
 	}
+	metadata := map[string]any{"annotations": map[string]any{AssignedAnnotation: annotation}}
+	if rv != "" {
+		metadata["resourceVersion"] = rv
+	}
 	return json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{AssignedAnnotation: annotation}},
+		"metadata": metadata,
 		"spec":     map[string]any{"configSource": native},
 	})
 }

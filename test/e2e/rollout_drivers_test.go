@@ -8,6 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -76,6 +79,29 @@ func TestRolloutDrivers(t *testing.T) {
 		}
 		return src
 	}
+
+	t.Run("the rollout's assignment patch is conditional: a stale resourceVersion gets Conflict", func(t *testing.T) {
+		// What assignOver relies on, on the real apiserver: a merge
+		// patch that names a resourceVersion applies only to that
+		// version of the Node.
+		n := names[len(names)-1]
+		stale := readNode(t, c.Client, n)
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"labels":{"dkc-test/touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		patch, err := source.AssignPatchAt(source.Annotation, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+			Namespace: "kube-system", Name: "never-applied", KubeletConfigKey: "kubelet"}}, stale.ResourceVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager})
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("assignment patch at the stale resourceVersion %s: %v, want Conflict", stale.ResourceVersion, err)
+		}
+		if src := assigned(t, n); isCM(src, "never-applied") {
+			t.Fatalf("node %s assigned never-applied despite the Conflict", n)
+		}
+	})
 
 	t.Run("two drivers at once: every kubelet restarts once, never two at a time", func(t *testing.T) {
 		createConfigMap(t, c, "drv-a", maxPodsConfig(71))
