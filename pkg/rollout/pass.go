@@ -471,20 +471,6 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 	return carrier, nil
 }
 
-// Assign sets node's assignment to target (nil: its local config) through
-// the carrier the apiserver keeps for it, which it detects first.
-func Assign(ctx context.Context, client kubernetes.Interface, node string, target *corev1.NodeConfigSource) error {
-	carrier := source.Annotation
-	if target != nil {
-		c, err := source.Detect(ctx, client.CoreV1().Nodes(), node)
-		if err != nil {
-			return err
-		}
-		carrier = c
-	}
-	return assignVia(ctx, client, node, carrier, target)
-}
-
 // assignVia sets node's assignment to target through carrier.
 func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource) error {
 	patch, err := source.AssignPatch(carrier, target)
