@@ -398,10 +398,11 @@ const maxAssignConflicts = 5
 // provided it still holds previous, the assignment the rollout recorded for
 // it when it started it. The patch is conditional on the resourceVersion of
 // the Node as last seen (node, from the informer; nil: read it first), and
-// on a conflict the Node is read again. A node that then holds anything
-// else was assigned outside the rollout meanwhile (during its drain, say):
-// it is left as it is, and its error, the one NextPhase gives such a node,
-// halts the rollout.
+// on a conflict the Node is read again. A node that then holds its target
+// was assigned by another client driving the rollout; one that holds
+// anything else was assigned outside the rollout meanwhile (during its
+// drain, say): it is left as it is, and its error, the one NextPhase gives
+// such a node, halts the rollout.
 func assignOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, carrier source.Carrier, target, previous *corev1.NodeConfigSource) error {
 	for range maxAssignConflicts {
 		if node == nil {
@@ -415,7 +416,10 @@ func assignOver(ctx context.Context, client kubernetes.Interface, name string, n
 		if err != nil {
 			return fmt.Errorf("assign node %q: %w", name, err)
 		}
-		if !source.Equal(holds, previous) {
+		switch {
+		case source.Equal(holds, target):
+			return nil // another client driving the rollout assigned it
+		case !source.Equal(holds, previous):
 			return errors.New(changedOutside(holds, previous))
 		}
 		patch, err := source.AssignPatchAt(carrier, target, node.ResourceVersion)

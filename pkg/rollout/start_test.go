@@ -252,6 +252,12 @@ func TestAssignOver(t *testing.T) {
 			change:   func(n *corev1.Node) { n.Labels = map[string]string{"x": "y"} },
 			wantHeld: cm("new"),
 		},
+		"assigned its target meanwhile (another client of the rollout)": {
+			change: func(n *corev1.Node) {
+				n.Annotations[source.AssignedAnnotation] = `{"configMap":{"namespace":"kube-system","name":"new","kubeletConfigKey":"kubelet"}}`
+			},
+			wantHeld: cm("new"),
+		},
 		"assigned by hand meanwhile": {
 			change: func(n *corev1.Node) {
 				n.Annotations[source.AssignedAnnotation] = `{"configMap":{"namespace":"kube-system","name":"hand","kubeletConfigKey":"kubelet"}}`
