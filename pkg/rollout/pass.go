@@ -422,16 +422,9 @@ func assignOver(ctx context.Context, client kubernetes.Interface, name string, n
 		case !source.Equal(holds, previous):
 			return errors.New(changedOutside(holds, previous))
 		}
-		patch, err := source.AssignPatchAt(carrier, target, node.ResourceVersion)
-		if err != nil {
-			return fmt.Errorf("assign node %q: %w", name, err)
-		}
-		_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager})
+		err = assignVia(ctx, client, name, carrier, target, node.ResourceVersion)
 		if !apierrors.IsConflict(err) {
-			if err != nil {
-				return fmt.Errorf("assign node %q: %w", name, err)
-			}
-			return nil
+			return err
 		}
 		node = nil
 	}
@@ -475,9 +468,11 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 	return carrier, nil
 }
 
-// assignVia sets node's assignment to target through carrier.
-func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource) error {
-	patch, err := source.AssignPatch(carrier, target)
+// assignVia sets node's assignment to target through carrier, on the Node
+// at resourceVersion rv only (any version when rv is empty); the error
+// wraps the apiserver's Conflict otherwise.
+func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource, rv string) error {
+	patch, err := source.AssignPatchAt(carrier, target, rv)
 	if err != nil {
 		return fmt.Errorf("assign node %q: %w", node, err)
 	}

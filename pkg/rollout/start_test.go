@@ -292,7 +292,7 @@ func TestAssignOver(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old")); err != nil {
+			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old"), ""); err != nil {
 				t.Fatal(err)
 			}
 			cached, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
