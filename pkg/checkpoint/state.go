@@ -70,6 +70,20 @@ func (s State) AssignedError() string {
 
 func sameSource(a, b *corev1.NodeConfigSource) bool { return reflect.DeepEqual(a, b) }
 
+// DeepCopy returns a copy of s that shares nothing with it.
+func (s State) DeepCopy() State {
+	c := s
+	c.Assigned = s.Assigned.DeepCopy()
+	c.Active = s.Active.DeepCopy()
+	c.LastKnownGood = s.LastKnownGood.DeepCopy()
+	c.ErrorSource = s.ErrorSource.DeepCopy()
+	if s.AssignedAt != nil {
+		at := *s.AssignedAt
+		c.AssignedAt = &at
+	}
+	return c
+}
+
 // stateFileContent is meta/state on disk.
 type stateFileContent struct {
 	Kind       string `json:"kind"`
@@ -93,7 +107,7 @@ func (s *Store) state() (State, bool, error) {
 	path := filepath.Join(s.metaDir(), stateFile)
 	data, err := os.ReadFile(path)
 	if err == nil {
-		st, err := decodeState(data)
+		st, err := s.record.get(data, decodeState, State.DeepCopy)
 		if err != nil {
 			return State{}, false, fmt.Errorf("meta file %q: %w: %w", path, ErrCorrupt, err)
 		}
@@ -175,6 +189,7 @@ func (s *Store) SetState(st State) error {
 		if err := s.writeAtomic(path, data); err != nil {
 			return fmt.Errorf("meta file %q: %w", stateFile, err)
 		}
+		s.record.set(data, st.DeepCopy())
 	}
 	return s.deriveLegacy(st)
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +81,72 @@ func TestSetStateDerivesUpstreamFiles(t *testing.T) {
 	if got.Failed() {
 		t.Errorf("Failed() = true for an error of another config")
 	}
+}
+
+// The decodes of meta/state and the legacy meta files are memoized by the
+// files' bytes: what a caller changes in a record it read does not reach
+// the next read, and bytes written behind the store's back (another
+// writer, a restore from backup) are decoded afresh, never answered from
+// the memo.
+func TestStateMemoFollowsTheFile(t *testing.T) {
+	s, _, _ := newStore(t)
+	at := t0.Add(time.Minute).UTC()
+	if err := s.SetState(State{Assigned: source("uid-a", "1"), AssignedAt: &at, Active: source("uid-a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := s.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Assigned.ConfigMap.UID = "changed-by-caller"
+	*st.AssignedAt = t0
+	again, _, err := s.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Assigned.ConfigMap.UID != "uid-a" || !again.AssignedAt.Equal(at) {
+		t.Errorf("State after a caller changed its copy = %v at %v; want uid-a at %v", again.Assigned.ConfigMap.UID, again.AssignedAt, at)
+	}
+	lkg, err := s.LastKnownGood()
+	if err != nil || lkg != nil {
+		t.Fatalf("LastKnownGood = %v, %v; want the local config", lkg, err)
+	}
+
+	// Another record, and another last-known-good, written behind the
+	// store's back.
+	other := storeWith(t, State{Assigned: source("uid-b", "2"), Active: source("uid-b", "2"), LastKnownGood: source("uid-b", "2")})
+	for _, name := range []string{"state", "last-known-good"} {
+		data, err := os.ReadFile(filepath.Join(other.Dir(), "meta", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s.Dir(), "meta", name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _, err = s.State()
+	if err != nil || st.Assigned.ConfigMap.UID != "uid-b" {
+		t.Errorf("State after meta/state changed on disk = %v, %v; want uid-b", st.Assigned, err)
+	}
+	if lkg, err := s.LastKnownGood(); err != nil || lkg == nil || lkg.ConfigMap.UID != "uid-b" {
+		t.Errorf("LastKnownGood after the file changed on disk = %v, %v; want uid-b", lkg, err)
+	}
+
+	// A corrupt file is an error, memo or not.
+	if err := os.WriteFile(filepath.Join(s.Dir(), "meta", "state"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.State(); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("State of a corrupt meta/state: %v; want ErrCorrupt", err)
+	}
+}
+
+// storeWith opens a store in a new directory holding the record st.
+func storeWith(t *testing.T, st State) *Store {
+	t.Helper()
+	s, _, _ := newStore(t)
+	if err := s.SetState(st); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

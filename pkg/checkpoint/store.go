@@ -41,6 +41,11 @@ type Store struct {
 	root  string
 	clock clock.PassiveClock
 	fsys  atomicfile.FS
+
+	// record and sources memoize the decodes of meta/state and of the
+	// legacy meta files (by name), keyed by their bytes.
+	record  decoded[State]
+	sources map[string]*decoded[*corev1.NodeConfigSource]
 }
 
 // Open opens the store under dir/store, creating its directories and empty
@@ -516,7 +521,7 @@ func (s *Store) readSource(name string) (*corev1.NodeConfigSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta file %q: %w", path, err)
 	}
-	src, err := decodeSource(data)
+	src, err := s.sourceMemo(name).get(data, decodeSource, (*corev1.NodeConfigSource).DeepCopy)
 	if err != nil {
 		return nil, fmt.Errorf("meta file %q: %w: %w", path, ErrCorrupt, err)
 	}
@@ -531,7 +536,21 @@ func (s *Store) writeSource(name string, src *corev1.NodeConfigSource) error {
 	if err := s.writeAtomic(filepath.Join(s.metaDir(), name), data); err != nil {
 		return fmt.Errorf("meta file %q: %w", name, err)
 	}
+	s.sourceMemo(name).set(data, src.DeepCopy())
 	return nil
+}
+
+// sourceMemo is the decode memo of the legacy meta file name.
+func (s *Store) sourceMemo(name string) *decoded[*corev1.NodeConfigSource] {
+	if s.sources == nil {
+		s.sources = map[string]*decoded[*corev1.NodeConfigSource]{}
+	}
+	m := s.sources[name]
+	if m == nil {
+		m = &decoded[*corev1.NodeConfigSource]{}
+		s.sources[name] = m
+	}
+	return m
 }
 
 // writeAtomic replaces path with data: temporary file, fsync, rename, fsync
