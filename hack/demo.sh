@@ -85,7 +85,7 @@ run kubectl get node "$node" -o jsonpath='{.status.capacity.pods}{"\n"}'
 
 bold "7. Roll a config out over every node: a canary first, then one node at a time"
 printf 'kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 55\n' >"$work/fleet.yaml"
-fleet=$(kubectl create configmap demo-fleet -n kube-system --from-file=kubelet="$work/fleet.yaml" --append-hash -o name)
+fleet=$(kubectl dkc push "$work/fleet.yaml" --name demo-fleet -o name)
 fleet=${fleet#configmap/}
 run kubectl dkc rollout start --config "$fleet" --all --dry-run=client
 run kubectl dkc rollout start --config "$fleet" --all --name demo --max-unavailable 1 --canary 1 --wait --timeout 5m
