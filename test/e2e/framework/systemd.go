@@ -37,16 +37,20 @@ type Systemd struct {
 
 // systemdInit runs as PID 1 of the new namespaces, then becomes systemd.
 // $1 is the unit directory, $2 the file that stands in for /dev/console.
+//
+// Every mount is -n, and the private /run comes first: mount(8) otherwise
+// keeps its table in /run/mount/utab, and a mount namespace does not keep a
+// directory made on the host's /run from the host.
 const systemdInit = `set -eu
-mount --bind "$2" /dev/console
-mount -o bind,ro /proc/sys /proc/sys
-mount -t tmpfs -o mode=755 tmpfs /run
-mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
+mount -n -t tmpfs -o mode=755 tmpfs /run
+mount -n --bind "$2" /dev/console
+mount -n -o bind,ro /proc/sys /proc/sys
+mount -n -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
 mkdir /sys/fs/cgroup/systemd
-mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
-mount -t tmpfs -o mode=755 tmpfs /etc/systemd/system
-mount -t tmpfs -o mode=755 tmpfs /var/lib/systemd
-mount -o remount,bind,ro /sys
+mount -n -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+mount -n -t tmpfs -o mode=755 tmpfs /etc/systemd/system
+mount -n -t tmpfs -o mode=755 tmpfs /var/lib/systemd
+mount -n -o remount,bind,ro /sys
 export SYSTEMD_UNIT_PATH="$1" container=dkc-e2e
 exec /lib/systemd/systemd --system --unit=dkc-e2e.target --log-target=console --log-level=info --show-status=no
 `
