@@ -69,6 +69,15 @@ func TestRollout(t *testing.T) {
 
 	t.Run("bad config halts on the canary; other kubelets untouched", func(t *testing.T) {
 		createConfigMap(t, c, "ro-bad", partial("containerRuntimeEndpoint: unix:///nonexistent.sock\n"))
+		// The canary rolls back to its last-known-good config: ro-a once
+		// its trial (3 s from its apply) ended. A fast machine finishes the
+		// rollout above sooner than that, and the rollback would then
+		// rightly go to the local config.
+		for _, n := range names {
+			waitStatus(t, c, n, 15*time.Second, "ro-a last-known-good", func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && st.Error == "" && isCM(st.LastKnownGood, "ro-a")
+			})
+		}
 		pids := map[string]int{}
 		for _, n := range c.Nodes {
 			pids[n.Name] = n.KubeletPID()
