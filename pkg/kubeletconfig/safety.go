@@ -2,44 +2,123 @@ package kubeletconfig
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 )
 
-// SafetyClass names a group of fields that are unsafe to change on a live
-// kubelet. Operators opt in to a class by name.
+// SafetyClass names a group of KubeletConfiguration fields by what a change
+// to them can do to a node. Every field has one (see FieldClasses). The
+// classes that are refused by default are the values of --allow-unsafe.
 type SafetyClass string
 
 const (
-	// ResourceManagers covers cpuManagerPolicy, memoryManagerPolicy and
-	// topologyManagerPolicy. A CPU or memory manager policy change needs the
+	// HostAccess covers fields that let the config's author run code, read
+	// credentials or impersonate on the node: static pods, the volume plugin
+	// dir, the kubelet's certificates and client CA, providerID,
+	// featureGates. A field that has no class is HostAccess too.
+	HostAccess SafetyClass = "host-access"
+	// Security covers the kubelet API's authentication, authorization and
+	// TLS, and the isolation the kubelet enforces on pods (seccomp default,
+	// unsafe sysctls, protectKernelDefaults). A change that only strengthens
+	// (readOnlyPort to 0, anonymous authentication off, authorization.mode
+	// Webhook, protectKernelDefaults or seccompDefault on) is Safe.
+	Security SafetyClass = "security"
+	// Redirect covers fields that point the node's runtime, image service,
+	// DNS or packet marks somewhere else.
+	Redirect SafetyClass = "redirect"
+	// ResourceManagers covers the CPU, memory and topology managers'
+	// policies and options. A CPU or memory manager policy change needs the
 	// manager's state file removed while the kubelet is stopped
 	// (see NeedsStateReset), or the kubelet crash-loops.
 	ResourceManagers SafetyClass = "resource-managers"
 	// CgroupDriver covers cgroupDriver, which must match the container
-	// runtime; changing it amounts to replacing the node.
+	// runtime (changing it amounts to replacing the node), and the cgroup
+	// layout that running pods live in.
 	CgroupDriver SafetyClass = "cgroup-driver"
-	// Capacity covers fields that change what the node can admit
-	// (maxPods, podsPerCore, kubeReserved, systemReserved, eviction
-	// thresholds, enforceNodeAllocatable). The kubelet re-admits pods on
-	// restart. Capacity changes are never refused, only reported: changing
-	// maxPods is the everyday use of dkc.
+	// Capacity covers fields that change what the node can admit (maxPods,
+	// reservations, eviction). The kubelet re-admits pods on restart.
+	// Capacity changes are never refused, only reported and checked against
+	// the node (CheckBounds): changing maxPods is the everyday use of dkc.
 	Capacity SafetyClass = "capacity"
-	// Security covers changes that weaken the kubelet's security:
-	// anonymous authentication turned on, authorization.mode becoming
-	// AlwaysAllow, readOnlyPort becoming non-zero, protectKernelDefaults
-	// turned off. Strengthening changes are not reported.
-	Security SafetyClass = "security"
+	// Availability covers fields whose value can make a live node NotReady
+	// or Unknown (status and lease intervals, runtime timeouts). Not
+	// refused; CheckBounds catches the values that cannot work.
+	Availability SafetyClass = "availability"
+	// Safe covers everything else: logging, image garbage collection, rate
+	// limits and other tuning.
+	Safe SafetyClass = "safe"
 )
 
-// Change is one unsafe difference between two configs. Old and New hold the
-// field's values as written; an unset value is "".
+// Classes returns every class, the refused ones first, in the order help
+// text lists them.
+func Classes() []SafetyClass {
+	return []SafetyClass{HostAccess, Security, Redirect, ResourceManagers, CgroupDriver, Capacity, Availability, Safe}
+}
+
+// RefusedByDefault reports whether a change in class c is refused unless the
+// assigner allows c. A name that is not a class is refused.
+func (c SafetyClass) RefusedByDefault() bool {
+	switch c {
+	case Capacity, Availability, Safe:
+		return false
+	}
+	return true
+}
+
+// optIn lists the classes that need an opt-in, for messages.
+func optIn() string {
+	var names []string
+	for _, c := range Classes() {
+		if c.RefusedByDefault() {
+			names = append(names, string(c))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// ParseClasses parses the value of --allow-unsafe: comma-separated class
+// names. "" allows nothing. There is no wildcard: each class is named, so
+// that a new class is never allowed by an old assignment.
+func ParseClasses(s string) ([]SafetyClass, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	known := map[SafetyClass]bool{}
+	for _, c := range Classes() {
+		known[c] = true
+	}
+	var classes []SafetyClass
+	for _, name := range strings.Split(s, ",") {
+		c := SafetyClass(strings.TrimSpace(name))
+		switch {
+		case c == "":
+			return nil, fmt.Errorf("empty class name in %q: name the classes to allow, out of %s", s, optIn())
+		case c == "*" || c == "all":
+			return nil, fmt.Errorf("%q is not a class: name the classes to allow, out of %s", c, optIn())
+		case !known[c]:
+			return nil, fmt.Errorf("unknown class %q: name the classes to allow, out of %s", c, optIn())
+		case !c.RefusedByDefault():
+			return nil, fmt.Errorf("%s needs no opt-in: only %s do", c, optIn())
+		}
+		if !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	return classes, nil
+}
+
+// Change is one difference between two configs. Field is the JSON path of
+// the field, with the key for a map entry (`kubeReserved["cpu"]`). Old and
+// New are the values rendered compactly: strings and durations as they are
+// written, structured values as JSON, and "" for unset.
 type Change struct {
 	Class SafetyClass
 	Field string
@@ -47,86 +126,78 @@ type Change struct {
 	New   string
 }
 
-// Classify lists the unsafe differences from oldCfg to newCfg, sorted by class and
-// then field. Values that the kubelet treats the same (for example an unset
-// cpuManagerPolicy and "none") do not count as a difference.
+// Classify lists every difference from oldCfg to newCfg with its class,
+// sorted by class and then field. Values that the kubelet treats the same
+// do not count: an unset field and its documented constant default (an
+// unset cpuManagerPolicy and "none", an unset authorization.mode and
+// "Webhook"). A nil and an empty list or map do count, because for
+// enforceNodeAllocatable and evictionHard nil means the default and empty
+// means none.
 func Classify(oldCfg, newCfg *kubeletconfigv1beta1.KubeletConfiguration) []Change {
+	o, n := flatten(oldCfg), flatten(newCfg)
 	var changes []Change
-	add := func(class SafetyClass, field, o, n string) {
-		changes = append(changes, Change{Class: class, Field: field, Old: o, New: n})
-	}
-	policy := func(field, o, n, unset string) {
-		if cmp.Or(o, unset) != cmp.Or(n, unset) {
-			add(ResourceManagers, field, o, n)
+	for _, leaf := range slices.Sorted(maps.Keys(union(o, n))) {
+		field := fieldOf(leaf)
+		ov, nv := o[leaf], n[leaf]
+		on, nn := ov, nv
+		if d, ok := kubeletDefaults[leaf]; ok {
+			on, nn = cmp.Or(ov, d), cmp.Or(nv, d)
 		}
-	}
-	policy("cpuManagerPolicy", oldCfg.CPUManagerPolicy, newCfg.CPUManagerPolicy, "none")
-	policy("memoryManagerPolicy", oldCfg.MemoryManagerPolicy, newCfg.MemoryManagerPolicy, kubeletconfigv1beta1.NoneMemoryManagerPolicy)
-	policy("topologyManagerPolicy", oldCfg.TopologyManagerPolicy, newCfg.TopologyManagerPolicy, kubeletconfigv1beta1.NoneTopologyManagerPolicy)
-
-	if cmp.Or(oldCfg.CgroupDriver, "cgroupfs") != cmp.Or(newCfg.CgroupDriver, "cgroupfs") {
-		add(CgroupDriver, "cgroupDriver", oldCfg.CgroupDriver, newCfg.CgroupDriver)
-	}
-
-	number := func(field string, o, n int32) {
-		if o != n {
-			add(Capacity, field, strconv.Itoa(int(o)), strconv.Itoa(int(n)))
+		if on == nn {
+			continue
 		}
-	}
-	number("maxPods", oldCfg.MaxPods, newCfg.MaxPods)
-	number("podsPerCore", oldCfg.PodsPerCore, newCfg.PodsPerCore)
-	mapped := func(field string, o, n map[string]string) {
-		for _, k := range slices.Sorted(maps.Keys(union(o, n))) {
-			if o[k] != n[k] {
-				add(Capacity, fmt.Sprintf("%s[%q]", field, k), o[k], n[k])
-			}
+		class := classOf(field)
+		if class == Security && strengthens(leaf, on, nn) {
+			class = Safe
 		}
+		changes = append(changes, Change{Class: class, Field: leaf, Old: ov, New: nv})
 	}
-	mapped("kubeReserved", oldCfg.KubeReserved, newCfg.KubeReserved)
-	mapped("systemReserved", oldCfg.SystemReserved, newCfg.SystemReserved)
-	mapped("evictionHard", oldCfg.EvictionHard, newCfg.EvictionHard)
-	mapped("evictionSoft", oldCfg.EvictionSoft, newCfg.EvictionSoft)
-	mapped("evictionMinimumReclaim", oldCfg.EvictionMinimumReclaim, newCfg.EvictionMinimumReclaim)
-	// nil means the default (["pods"]) while [] means none, so both differ.
-	if o, n := list(oldCfg.EnforceNodeAllocatable), list(newCfg.EnforceNodeAllocatable); o != n {
-		add(Capacity, "enforceNodeAllocatable", o, n)
-	}
-
-	if !isTrue(oldCfg.Authentication.Anonymous.Enabled) && isTrue(newCfg.Authentication.Anonymous.Enabled) {
-		add(Security, "authentication.anonymous.enabled", boolPtr(oldCfg.Authentication.Anonymous.Enabled), "true")
-	}
-	if alwaysAllow := kubeletconfigv1beta1.KubeletAuthorizationModeAlwaysAllow; oldCfg.Authorization.Mode != alwaysAllow && newCfg.Authorization.Mode == alwaysAllow {
-		add(Security, "authorization.mode", string(oldCfg.Authorization.Mode), string(alwaysAllow))
-	}
-	if oldCfg.ReadOnlyPort == 0 && newCfg.ReadOnlyPort != 0 {
-		add(Security, "readOnlyPort", "0", strconv.Itoa(int(newCfg.ReadOnlyPort)))
-	}
-	if oldCfg.ProtectKernelDefaults && !newCfg.ProtectKernelDefaults {
-		add(Security, "protectKernelDefaults", "true", "false")
-	}
-
 	slices.SortStableFunc(changes, func(a, b Change) int {
 		return cmp.Or(cmp.Compare(a.Class, b.Class), cmp.Compare(a.Field, b.Field))
 	})
 	return changes
 }
 
-// Refused returns the changes that allowed does not opt in to. allowed is
-// the value of the opt-in annotation: a comma-separated list of class names,
-// or "*" for all. Capacity changes are never refused.
-func Refused(changes []Change, allowed string) []Change {
-	opted := map[SafetyClass]bool{}
-	for _, name := range strings.Split(allowed, ",") {
-		opted[SafetyClass(strings.TrimSpace(name))] = true
-	}
+// Refused returns the changes whose class is refused by default and not in
+// allowed (see ParseClasses).
+func Refused(changes []Change, allowed []SafetyClass) []Change {
 	var refused []Change
 	for _, c := range changes {
-		if c.Class == Capacity || opted["*"] || opted[c.Class] {
-			continue
+		if c.Class.RefusedByDefault() && !slices.Contains(allowed, c.Class) {
+			refused = append(refused, c)
 		}
-		refused = append(refused, c)
 	}
 	return refused
+}
+
+// FormatRefusal is the one text for refused changes, wherever they are
+// refused: each field with its old and new value and its class, then the
+// --allow-unsafe value that allows all of them.
+func FormatRefusal(refused []Change) string {
+	parts := make([]string, len(refused))
+	seen := map[SafetyClass]bool{}
+	for i, c := range refused {
+		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", c.Field, c.Old, c.New, c.Class)
+		seen[c.Class] = true
+	}
+	var classes []string
+	for _, c := range Classes() {
+		if seen[c] {
+			classes = append(classes, string(c))
+		}
+	}
+	// A class that Classes does not know cannot come from Classify, but
+	// would otherwise be dropped from the flag silently.
+	for _, c := range slices.Sorted(maps.Keys(seen)) {
+		if !slices.Contains(Classes(), c) {
+			classes = append(classes, string(c))
+		}
+	}
+	them := "them"
+	if len(refused) == 1 {
+		them = "it"
+	}
+	return fmt.Sprintf("%s; to allow %s, assign again with --allow-unsafe=%s", strings.Join(parts, ", "), them, strings.Join(classes, ","))
 }
 
 // NeedsStateReset reports whether the CPU and memory manager state files
@@ -183,26 +254,98 @@ func isTrue(b *bool) bool {
 	return b != nil && *b
 }
 
-func boolPtr(b *bool) string {
-	if b == nil {
-		return ""
+var (
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+	typeMetaType  = reflect.TypeFor[metav1.TypeMeta]()
+)
+
+// flatten renders cfg's set fields by JSON path, as Change shows them:
+// structs are walked, map entries are keyed `field["key"]`, and lists,
+// structured map values and types with their own JSON encoding (durations,
+// quantities) are leaves. A zero value not reached through a pointer is
+// unset and absent, as omitempty would drop it; a nil and an empty list or
+// map differ (the empty one is "[]" or "{}"). TypeMeta is not a setting and
+// is left out.
+func flatten(cfg *kubeletconfigv1beta1.KubeletConfiguration) map[string]string {
+	out := map[string]string{}
+	if cfg != nil {
+		walk(reflect.ValueOf(cfg).Elem(), "", false, out)
 	}
-	return strconv.FormatBool(*b)
+	return out
 }
 
-// list renders a string list so that nil ("") and empty ("[]") differ.
-func list(l []string) string {
-	if l == nil {
-		return ""
+func walk(v reflect.Value, path string, viaPointer bool, out map[string]string) {
+	t := v.Type()
+	switch {
+	case t == typeMetaType:
+		return
+	case t.Kind() == reflect.Pointer:
+		if !v.IsNil() {
+			walk(v.Elem(), path, true, out)
+		}
+		return
+	case t.Kind() == reflect.Struct && !t.Implements(marshalerType) && !reflect.PointerTo(t).Implements(marshalerType):
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			p := path
+			if name != "" {
+				p = join(path, name)
+			} else if !f.Anonymous {
+				p = join(path, f.Name)
+			}
+			walk(v.Field(i), p, false, out)
+		}
+		return
+	case t.Kind() == reflect.Map:
+		if v.IsNil() {
+			return
+		}
+		if v.Len() == 0 {
+			out[path] = "{}"
+			return
+		}
+		for _, k := range v.MapKeys() {
+			out[fmt.Sprintf("%s[%q]", path, fmt.Sprint(k.Interface()))] = render(v.MapIndex(k))
+		}
+		return
+	case t.Kind() == reflect.Slice:
+		if !v.IsNil() {
+			out[path] = render(v)
+		}
+		return
 	}
-	return "[" + strings.Join(l, ",") + "]"
+	if viaPointer || !v.IsZero() {
+		out[path] = render(v)
+	}
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// render shows a value as compact JSON, but a non-empty JSON string without
+// its quotes ("systemd", "10s", "100Mi").
+func render(v reflect.Value) string {
+	data, err := json.Marshal(v.Interface())
+	if err != nil {
+		return fmt.Sprintf("%v", v.Interface())
+	}
+	var s string
+	if json.Unmarshal(data, &s) == nil && s != "" {
+		return s
+	}
+	return string(data)
 }
 
 func union(a, b map[string]string) map[string]string {
 	u := maps.Clone(a)
-	if u == nil {
-		u = map[string]string{}
-	}
 	maps.Copy(u, b)
 	return u
 }

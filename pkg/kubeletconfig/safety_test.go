@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -20,14 +21,35 @@ func TestClassify(t *testing.T) {
 			old: newConfig(),
 			new: newConfig(),
 		},
-		"unrelated fields are not reported": {
+		"nil configs are empty ones": {
+			old: nil,
+			new: &config{},
+		},
+		"kind and apiVersion are not settings": {
+			old: newConfig(func(c *config) { c.TypeMeta = metav1.TypeMeta{} }),
+			new: newConfig(),
+		},
+		"tuning is reported as safe": {
 			old: newConfig(),
 			new: newConfig(func(c *config) { c.SerializeImagePulls = ptr.To(false); c.HealthzPort = ptr.To[int32](1) }),
+			want: []Change{
+				{Class: Safe, Field: "healthzPort", Old: "10248", New: "1"},
+				{Class: Safe, Field: "serializeImagePulls", Old: "", New: "false"},
+			},
 		},
 		"unset and default policies are the same": {
 			old: newConfig(func(c *config) { c.CgroupDriver = "" }),
 			new: newConfig(func(c *config) {
 				c.CPUManagerPolicy, c.MemoryManagerPolicy, c.TopologyManagerPolicy, c.CgroupDriver = "none", "None", "none", "cgroupfs"
+			}),
+		},
+		"unset and documented defaults are the same": {
+			old: newConfig(func(c *config) { c.Authorization.Mode = "" }),
+			new: newConfig(func(c *config) {
+				c.Authentication.Anonymous.Enabled = ptr.To(false)
+				c.Authentication.Webhook.Enabled = ptr.To(true)
+				c.ResolverConfig = ptr.To("/etc/resolv.conf")
+				c.Port = 10250
 			}),
 		},
 		"resource managers and cgroup driver": {
@@ -40,6 +62,13 @@ func TestClassify(t *testing.T) {
 				{Class: ResourceManagers, Field: "cpuManagerPolicy", Old: "", New: "static"},
 				{Class: ResourceManagers, Field: "memoryManagerPolicy", Old: "", New: "Static"},
 				{Class: ResourceManagers, Field: "topologyManagerPolicy", Old: "", New: "restricted"},
+			},
+		},
+		"policy options": {
+			old: newConfig(),
+			new: newConfig(func(c *config) { c.CPUManagerPolicyOptions = map[string]string{"full-pcpus-only": "true"} }),
+			want: []Change{
+				{Class: ResourceManagers, Field: `cpuManagerPolicyOptions["full-pcpus-only"]`, Old: "", New: "true"},
 			},
 		},
 		"capacity": {
@@ -58,7 +87,7 @@ func TestClassify(t *testing.T) {
 				c.EnforceNodeAllocatable = []string{}
 			}),
 			want: []Change{
-				{Class: Capacity, Field: "enforceNodeAllocatable", Old: "[pods]", New: "[]"},
+				{Class: Capacity, Field: "enforceNodeAllocatable", Old: `["pods"]`, New: "[]"},
 				{Class: Capacity, Field: `evictionHard["memory.available"]`, Old: "100Mi", New: "200Mi"},
 				{Class: Capacity, Field: `evictionMinimumReclaim["memory.available"]`, Old: "", New: "0Mi"},
 				{Class: Capacity, Field: `evictionSoft["memory.available"]`, Old: "", New: "300Mi"},
@@ -66,7 +95,7 @@ func TestClassify(t *testing.T) {
 				{Class: Capacity, Field: `kubeReserved["ephemeral-storage"]`, Old: "", New: "1Gi"},
 				{Class: Capacity, Field: `kubeReserved["memory"]`, Old: "1Gi", New: ""},
 				{Class: Capacity, Field: "maxPods", Old: "110", New: "250"},
-				{Class: Capacity, Field: "podsPerCore", Old: "0", New: "10"},
+				{Class: Capacity, Field: "podsPerCore", Old: "", New: "10"},
 				{Class: Capacity, Field: `systemReserved["memory"]`, Old: "", New: "500Mi"},
 			},
 		},
@@ -74,6 +103,37 @@ func TestClassify(t *testing.T) {
 			old:  newConfig(),
 			new:  newConfig(func(c *config) { c.EnforceNodeAllocatable = []string{} }),
 			want: []Change{{Class: Capacity, Field: "enforceNodeAllocatable", Old: "", New: "[]"}},
+		},
+		"evictionHard nil (defaults) and empty (none) differ": {
+			old:  newConfig(func(c *config) { c.EvictionHard = nil }),
+			new:  newConfig(func(c *config) { c.EvictionHard = map[string]string{} }),
+			want: []Change{{Class: Capacity, Field: "evictionHard", Old: "", New: "{}"}},
+		},
+		"an empty resolvConf disables DNS and is not unset": {
+			old:  newConfig(),
+			new:  newConfig(func(c *config) { c.ResolverConfig = ptr.To("") }),
+			want: []Change{{Class: Redirect, Field: "resolvConf", Old: "", New: `""`}},
+		},
+		"host access, redirect and structured values": {
+			old: newConfig(),
+			new: newConfig(func(c *config) {
+				c.StaticPodPath = "/etc/evil"
+				c.ClusterDNS = []string{"10.0.0.53"}
+				c.StaticPodURLHeader = map[string][]string{"Authorization": {"Bearer x"}}
+				c.FeatureGates = map[string]bool{"AllAlpha": true}
+				c.Authentication.X509.ClientCAFile = "/tmp/ca.crt"
+				c.NodeLeaseDurationSeconds = 400
+				c.Logging.Verbosity = 4
+			}),
+			want: []Change{
+				{Class: Availability, Field: "nodeLeaseDurationSeconds", Old: "", New: "400"},
+				{Class: HostAccess, Field: "authentication.x509.clientCAFile", Old: "", New: "/tmp/ca.crt"},
+				{Class: HostAccess, Field: `featureGates["AllAlpha"]`, Old: "", New: "true"},
+				{Class: HostAccess, Field: "staticPodPath", Old: "", New: "/etc/evil"},
+				{Class: HostAccess, Field: `staticPodURLHeader["Authorization"]`, Old: "", New: `["Bearer x"]`},
+				{Class: Redirect, Field: "clusterDNS", Old: "", New: `["10.0.0.53"]`},
+				{Class: Safe, Field: "logging.verbosity", Old: "", New: "4"},
+			},
 		},
 		"security weakening": {
 			old: newConfig(func(c *config) { c.ProtectKernelDefaults = true }),
@@ -86,8 +146,8 @@ func TestClassify(t *testing.T) {
 			want: []Change{
 				{Class: Security, Field: "authentication.anonymous.enabled", Old: "", New: "true"},
 				{Class: Security, Field: "authorization.mode", Old: "Webhook", New: "AlwaysAllow"},
-				{Class: Security, Field: "protectKernelDefaults", Old: "true", New: "false"},
-				{Class: Security, Field: "readOnlyPort", Old: "0", New: "10255"},
+				{Class: Security, Field: "protectKernelDefaults", Old: "true", New: ""},
+				{Class: Security, Field: "readOnlyPort", Old: "", New: "10255"},
 			},
 		},
 		"anonymous auth from explicit false": {
@@ -95,17 +155,30 @@ func TestClassify(t *testing.T) {
 			new:  newConfig(func(c *config) { c.Authentication.Anonymous.Enabled = ptr.To(true) }),
 			want: []Change{{Class: Security, Field: "authentication.anonymous.enabled", Old: "false", New: "true"}},
 		},
-		"security strengthening is not reported": {
+		"security strengthening is safe": {
 			old: newConfig(func(c *config) {
 				c.Authentication.Anonymous.Enabled = ptr.To(true)
 				c.Authorization.Mode = "AlwaysAllow"
 				c.ReadOnlyPort = 10255
 			}),
-			new: newConfig(func(c *config) { c.ProtectKernelDefaults = true }),
+			new: newConfig(func(c *config) { c.ProtectKernelDefaults = true; c.SeccompDefault = ptr.To(true) }),
+			want: []Change{
+				{Class: Safe, Field: "authentication.anonymous.enabled", Old: "true", New: ""},
+				{Class: Safe, Field: "authorization.mode", Old: "AlwaysAllow", New: "Webhook"},
+				{Class: Safe, Field: "protectKernelDefaults", Old: "", New: "true"},
+				{Class: Safe, Field: "readOnlyPort", Old: "10255", New: ""},
+				{Class: Safe, Field: "seccompDefault", Old: "", New: "true"},
+			},
 		},
 		"moving an open read-only port is not a new weakening": {
-			old: newConfig(func(c *config) { c.ReadOnlyPort = 10255 }),
-			new: newConfig(func(c *config) { c.ReadOnlyPort = 10256 }),
+			old:  newConfig(func(c *config) { c.ReadOnlyPort = 10255 }),
+			new:  newConfig(func(c *config) { c.ReadOnlyPort = 10256 }),
+			want: []Change{{Class: Safe, Field: "readOnlyPort", Old: "10255", New: "10256"}},
+		},
+		"seccompDefault off is a weakening": {
+			old:  newConfig(func(c *config) { c.SeccompDefault = ptr.To(true) }),
+			new:  newConfig(),
+			want: []Change{{Class: Security, Field: "seccompDefault", Old: "true", New: ""}},
 		},
 	}
 	for name, tc := range tests {
@@ -120,53 +193,121 @@ func TestClassify(t *testing.T) {
 
 func TestRefused(t *testing.T) {
 	changes := []Change{
+		{Class: Availability, Field: "nodeStatusUpdateFrequency", Old: "", New: "20s"},
 		{Class: Capacity, Field: "maxPods", Old: "110", New: "250"},
 		{Class: CgroupDriver, Field: "cgroupDriver", Old: "systemd", New: "cgroupfs"},
+		{Class: HostAccess, Field: "staticPodPath", Old: "", New: "/etc/evil"},
 		{Class: ResourceManagers, Field: "cpuManagerPolicy", Old: "", New: "static"},
-		{Class: ResourceManagers, Field: "memoryManagerPolicy", Old: "", New: "Static"},
-		{Class: Security, Field: "readOnlyPort", Old: "0", New: "10255"},
+		{Class: Safe, Field: "syncFrequency", Old: "", New: "2m"},
+		{Class: Security, Field: "readOnlyPort", Old: "", New: "10255"},
 	}
 	tests := map[string]struct {
 		changes []Change
-		allowed string
+		allowed []SafetyClass
 		want    []Change
 	}{
-		"nothing allowed refuses all but capacity": {
+		"nothing allowed refuses all but capacity, availability and safe": {
 			changes: changes,
-			allowed: "",
-			want:    changes[1:],
+			want:    []Change{changes[2], changes[3], changes[4], changes[6]},
 		},
 		"one class": {
 			changes: changes,
-			allowed: "resource-managers",
-			want:    []Change{changes[1], changes[4]},
+			allowed: []SafetyClass{ResourceManagers},
+			want:    []Change{changes[2], changes[3], changes[6]},
 		},
-		"several classes with spaces": {
+		"every class that needs an opt-in": {
 			changes: changes,
-			allowed: "security, cgroup-driver ,resource-managers",
+			allowed: []SafetyClass{HostAccess, Security, Redirect, ResourceManagers, CgroupDriver},
 		},
-		"star allows all": {
-			changes: changes,
-			allowed: "*",
+		"an unknown class is refused": {
+			changes: []Change{{Class: "made-up", Field: "x"}},
+			allowed: []SafetyClass{HostAccess},
+			want:    []Change{{Class: "made-up", Field: "x"}},
 		},
-		"names are exact": {
-			changes: changes,
-			allowed: "Security,resource-manager",
-			want:    changes[1:],
-		},
-		"capacity needs no opt-in": {
-			changes: changes[:1],
-			allowed: "",
-		},
-		"no changes": {
-			allowed: "",
-		},
+		"no changes": {},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := Refused(tc.changes, tc.allowed)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Refused() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseClasses(t *testing.T) {
+	const optIn = "host-access, security, redirect, resource-managers, cgroup-driver"
+	tests := map[string]struct {
+		in      string
+		want    []SafetyClass
+		wantErr string
+	}{
+		"empty allows nothing":       {in: ""},
+		"blank allows nothing":       {in: "  "},
+		"one":                        {in: "host-access", want: []SafetyClass{HostAccess}},
+		"several with spaces, dedup": {in: "security, cgroup-driver ,security", want: []SafetyClass{Security, CgroupDriver}},
+		"star":                       {in: "*", wantErr: `"*" is not a class: name the classes to allow, out of ` + optIn},
+		"all":                        {in: "security,all", wantErr: `"all" is not a class: name the classes to allow, out of ` + optIn},
+		"unknown":                    {in: "resource-manager", wantErr: `unknown class "resource-manager": name the classes to allow, out of ` + optIn},
+		"names are exact":            {in: "Security", wantErr: `unknown class "Security": name the classes to allow, out of ` + optIn},
+		"empty element":              {in: "security,,redirect", wantErr: `empty class name in "security,,redirect": name the classes to allow, out of ` + optIn},
+		"capacity needs no opt-in":   {in: "capacity", wantErr: "capacity needs no opt-in: only " + optIn + " do"},
+		"safe needs no opt-in":       {in: "redirect,safe", wantErr: "safe needs no opt-in: only " + optIn + " do"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseClasses(tc.in)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if gotErr != tc.wantErr {
+				t.Errorf("ParseClasses(%q) error = %q, want %q", tc.in, gotErr, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseClasses(%q) mismatch (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestClasses(t *testing.T) {
+	for _, c := range Classes() {
+		if _, err := ParseClasses(string(c)); (err == nil) != c.RefusedByDefault() {
+			t.Errorf("ParseClasses(%q) error = %v, but RefusedByDefault() = %t", c, err, c.RefusedByDefault())
+		}
+	}
+	if SafetyClass("made-up").RefusedByDefault() != true {
+		t.Errorf("an unknown class is not refused by default")
+	}
+}
+
+func TestFormatRefusal(t *testing.T) {
+	tests := map[string]struct {
+		refused []Change
+		want    string
+	}{
+		"one": {
+			refused: []Change{{Class: ResourceManagers, Field: "cpuManagerPolicy", Old: "", New: "static"}},
+			want:    `cpuManagerPolicy "" -> "static" (resource-managers); to allow it, assign again with --allow-unsafe=resource-managers`,
+		},
+		"several, classes once each in help order": {
+			refused: []Change{
+				{Class: HostAccess, Field: "staticPodPath", Old: "", New: "/etc/evil"},
+				{Class: Redirect, Field: "clusterDNS", Old: `["10.96.0.10"]`, New: `["10.0.0.53"]`},
+				{Class: Security, Field: "authorization.mode", Old: "Webhook", New: "AlwaysAllow"},
+				{Class: Security, Field: "readOnlyPort", Old: "", New: "10255"},
+			},
+			want: `staticPodPath "" -> "/etc/evil" (host-access), clusterDNS "[\"10.96.0.10\"]" -> "[\"10.0.0.53\"]" (redirect), ` +
+				`authorization.mode "Webhook" -> "AlwaysAllow" (security), readOnlyPort "" -> "10255" (security); ` +
+				`to allow them, assign again with --allow-unsafe=host-access,security,redirect`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, FormatRefusal(tc.refused)); diff != "" {
+				t.Errorf("FormatRefusal() mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
