@@ -1,0 +1,209 @@
+package kubeletconfig
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// node is a 4-CPU, 8Gi, 100Gi node running 12 pods, with the default node
+// monitor grace period.
+func node(opts ...func(*NodeFacts)) NodeFacts {
+	f := NodeFacts{
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("4"),
+			corev1.ResourceMemory:           resource.MustParse("8Gi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+			corev1.ResourcePods:             resource.MustParse("110"),
+		},
+		RunningPods: 12,
+	}
+	for _, o := range opts {
+		o(&f)
+	}
+	return f
+}
+
+func TestCheckBounds(t *testing.T) {
+	tests := map[string]struct {
+		cfg   *config
+		facts NodeFacts
+		want  []Violation
+	}{
+		"a valid config on a roomy node": {
+			cfg:   newConfig(),
+			facts: node(),
+		},
+		"an empty config (all defaults)": {
+			cfg:   &config{},
+			facts: node(),
+		},
+		"nothing known about the node": {
+			cfg:   newConfig(func(c *config) { c.MaxPods = 1; c.KubeReserved = map[string]string{"memory": "1Ti"} }),
+			facts: NodeFacts{},
+		},
+		"eviction percentages at or above 100%": {
+			cfg: newConfig(func(c *config) {
+				c.EvictionHard = map[string]string{"memory.available": "100%", "nodefs.inodesFree": "99.9%"}
+				c.EvictionSoft = map[string]string{"imagefs.available": "150%"}
+			}),
+			facts: NodeFacts{},
+			want: []Violation{
+				{Field: `evictionHard["memory.available"]`, Value: "100%", Bound: "at or above 100%: the node always crosses it"},
+				{Field: `evictionSoft["imagefs.available"]`, Value: "150%", Bound: "at or above 100%: the node always crosses it"},
+			},
+		},
+		"eviction quantities at or above capacity": {
+			cfg: newConfig(func(c *config) {
+				c.EvictionHard = map[string]string{"memory.available": "8Gi", "nodefs.available": "99Gi", "pid.available": "1000"}
+				c.EvictionSoft = map[string]string{"imagefs.available": "200Gi"}
+			}),
+			facts: node(func(f *NodeFacts) { f.Capacity[corev1.ResourceMemory] = resource.MustParse("16Gi") }),
+			want: []Violation{
+				{Field: `evictionSoft["imagefs.available"]`, Value: "200Gi", Bound: "at or above capacity ephemeral-storage=100Gi"},
+			},
+		},
+		"memory threshold equal to capacity": {
+			cfg:   newConfig(func(c *config) { c.EvictionHard = map[string]string{"memory.available": "8Gi"} }),
+			facts: node(),
+			want: []Violation{
+				{Field: `evictionHard["memory.available"]`, Value: "8Gi", Bound: "at or above capacity memory=8Gi"},
+			},
+		},
+		"lease renewed at the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 200 }),
+			facts: node(),
+			want: []Violation{
+				{Field: "nodeLeaseDurationSeconds", Value: "200", Bound: "renewed every 50s (a quarter of it), at or beyond the node monitor grace period 50s"},
+			},
+		},
+		"lease renewed just inside the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 199 }),
+			facts: node(),
+		},
+		"a shorter grace period from the cluster": {
+			cfg:   newConfig(),
+			facts: node(func(f *NodeFacts) { f.NodeMonitorGracePeriod = 10 * time.Second }),
+			want: []Violation{
+				{Field: "nodeLeaseDurationSeconds", Value: "40", Bound: "renewed every 10s (a quarter of it), at or beyond the node monitor grace period 10s"},
+				{Field: "nodeStatusUpdateFrequency", Value: "10s", Bound: "at or beyond the node monitor grace period 10s"},
+			},
+		},
+		"status update beyond the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeStatusUpdateFrequency = metav1.Duration{Duration: time.Minute} }),
+			facts: node(),
+			want:  []Violation{{Field: "nodeStatusUpdateFrequency", Value: "1m0s", Bound: "at or beyond the node monitor grace period 50s"}},
+		},
+		"maxPods below the running pods": {
+			cfg:   newConfig(func(c *config) { c.MaxPods = 11 }),
+			facts: node(),
+			want:  []Violation{{Field: "maxPods", Value: "11", Bound: "the node runs 12 pods now"}},
+		},
+		"maxPods equal to the running pods": {
+			cfg:   newConfig(func(c *config) { c.MaxPods = 12 }),
+			facts: node(),
+		},
+		"unset maxPods is 110": {
+			cfg:   newConfig(func(c *config) { c.MaxPods = 0 }),
+			facts: node(func(f *NodeFacts) { f.RunningPods = 111 }),
+			want:  []Violation{{Field: "maxPods", Value: "110", Bound: "the node runs 111 pods now"}},
+		},
+		"running pods unknown": {
+			cfg:   newConfig(func(c *config) { c.MaxPods = 1; c.PodsPerCore = 1 }),
+			facts: node(func(f *NodeFacts) { f.RunningPods = 0 }),
+		},
+		"podsPerCore leaves too little room": {
+			cfg:   newConfig(func(c *config) { c.PodsPerCore = 2 }),
+			facts: node(),
+			want:  []Violation{{Field: "podsPerCore", Value: "2", Bound: "the node runs 12 pods now and has 4 CPUs, room for 8"}},
+		},
+		"reservations at capacity": {
+			cfg: newConfig(func(c *config) {
+				c.KubeReserved = map[string]string{"cpu": "2", "memory": "4Gi"}
+				c.SystemReserved = map[string]string{"cpu": "2", "memory": "4Gi", "ephemeral-storage": "50Gi"}
+			}),
+			facts: node(),
+			want: []Violation{
+				{Field: `kubeReserved["cpu"]+systemReserved["cpu"]`, Value: "2+2", Bound: "at or above capacity cpu=4"},
+				{Field: `kubeReserved["memory"]+systemReserved["memory"]+evictionHard["memory.available"]`, Value: "4Gi+4Gi+100Mi", Bound: "at or above capacity memory=8Gi"},
+			},
+		},
+		"a percentage eviction threshold counts against capacity": {
+			cfg: newConfig(func(c *config) {
+				c.SystemReserved = map[string]string{"ephemeral-storage": "91Gi"}
+			}),
+			facts: node(),
+			want: []Violation{
+				{Field: `systemReserved["ephemeral-storage"]+evictionHard["nodefs.available"]`, Value: "91Gi+10%", Bound: "at or above capacity ephemeral-storage=100Gi"},
+			},
+		},
+		"unset evictionHard uses the defaults": {
+			cfg:   newConfig(func(c *config) { c.EvictionHard = nil; c.KubeReserved = map[string]string{"memory": "7.95Gi"} }),
+			facts: node(),
+			want: []Violation{
+				{Field: `kubeReserved["memory"]+evictionHard["memory.available"]`, Value: "7.95Gi+100Mi", Bound: "at or above capacity memory=8Gi"},
+			},
+		},
+		"an empty evictionHard has no threshold": {
+			cfg: newConfig(func(c *config) {
+				c.EvictionHard = map[string]string{}
+				c.KubeReserved = map[string]string{"memory": "7.95Gi"}
+			}),
+			facts: node(),
+		},
+		"mergeDefaultEvictionSettings fills in the defaults": {
+			cfg: newConfig(func(c *config) {
+				c.EvictionHard = map[string]string{"nodefs.available": "5%"}
+				c.MergeDefaultEvictionSettings = ptr.To(true)
+				c.KubeReserved = map[string]string{"memory": "7.95Gi"}
+			}),
+			facts: node(),
+			want: []Violation{
+				{Field: `kubeReserved["memory"]+evictionHard["memory.available"]`, Value: "7.95Gi+100Mi", Bound: "at or above capacity memory=8Gi"},
+			},
+		},
+		"values that do not parse are left to Validate": {
+			cfg: newConfig(func(c *config) {
+				c.EvictionHard = map[string]string{"memory.available": "lots", "nodefs.available": "x%"}
+				c.KubeReserved = map[string]string{"memory": "most"}
+			}),
+			facts: node(),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := CheckBounds(tc.cfg, tc.facts)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("CheckBounds() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFormatViolations(t *testing.T) {
+	tests := map[string]struct {
+		in   []Violation
+		want string
+	}{
+		"none": {},
+		"two": {
+			in: []Violation{
+				{Field: "maxPods", Value: "5", Bound: "the node runs 12 pods now"},
+				{Field: `evictionHard["memory.available"]`, Value: "3Gi", Bound: "at or above capacity memory=2Gi"},
+			},
+			want: `maxPods 5 (the node runs 12 pods now); evictionHard["memory.available"] 3Gi (at or above capacity memory=2Gi)`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, FormatViolations(tc.in)); diff != "" {
+				t.Errorf("FormatViolations() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
