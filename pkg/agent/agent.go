@@ -73,6 +73,10 @@ type Agent struct {
 	// kubelet's config where the record says and before the agent talks to
 	// the apiserver: the point a service manager may start the kubelet.
 	Started func()
+	// Confinement, when set, makes the agent check after start-up that the
+	// admission policies confine its identity, and start syncing only then
+	// (confinement.go); nil skips the check.
+	Confinement *Confinement
 
 	// refused is the last config that failed its checks, not checked again
 	// until the assignment or the ConfigMap changes.
@@ -123,6 +127,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.Started != nil {
 		a.Started()
+	}
+	// Nothing is applied before the admission policies are in force for
+	// the agent's identity.
+	if !a.awaitConfinement(ctx) {
+		return nil
 	}
 
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(

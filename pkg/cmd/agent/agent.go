@@ -58,8 +58,12 @@ type Options struct {
 	DriftCheckInterval time.Duration
 	MetricsBindAddress string
 	HealthBindAddress  string
+	// RequireAdmissionPolicy makes the agent apply nothing until the
+	// admission policies confine its identity (dkcagent.Confinement).
+	RequireAdmissionPolicy bool
 
 	client        kubeclient.Interface
+	reviewer      dkcagent.IdentityReviewer
 	kubeletClient *http.Client
 	genericiooptions.IOStreams
 }
@@ -68,19 +72,20 @@ type Options struct {
 // mode, systemd restarts, upstream's 10-minute trial.
 func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 	return &Options{
-		NodeName:           os.Getenv("NODE_NAME"),
-		KubeletRootDir:     "/var/lib/kubelet",
-		ApplyMode:          string(kubelet.Replace),
-		Restart:            RestartSystemd,
-		SystemdUnit:        "kubelet.service",
-		RestartTimeout:     2 * time.Minute,
-		HealthTimeout:      dkcagent.DefaultHealthTimeout,
-		TrialDuration:      dkcagent.DefaultTrialDuration,
-		OnDrift:            dkcagent.DriftReport,
-		DriftCheckInterval: dkcagent.DefaultDriftCheckInterval,
-		MetricsBindAddress: "127.0.0.1:10390",
-		HealthBindAddress:  "127.0.0.1:10391",
-		IOStreams:          streams,
+		NodeName:               os.Getenv("NODE_NAME"),
+		KubeletRootDir:         "/var/lib/kubelet",
+		ApplyMode:              string(kubelet.Replace),
+		Restart:                RestartSystemd,
+		SystemdUnit:            "kubelet.service",
+		RestartTimeout:         2 * time.Minute,
+		HealthTimeout:          dkcagent.DefaultHealthTimeout,
+		TrialDuration:          dkcagent.DefaultTrialDuration,
+		OnDrift:                dkcagent.DriftReport,
+		DriftCheckInterval:     dkcagent.DefaultDriftCheckInterval,
+		MetricsBindAddress:     "127.0.0.1:10390",
+		HealthBindAddress:      "127.0.0.1:10391",
+		RequireAdmissionPolicy: true,
+		IOStreams:              streams,
 	}
 }
 
@@ -151,6 +156,7 @@ the right config: at start it puts the checkpointed config in place.`,
 	fl.DurationVar(&o.DriftCheckInterval, "drift-check-interval", o.DriftCheckInterval, "How often the agent compares the kubelet's config with its record when nothing else makes it sync.")
 	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz endpoint; \"0\" disables it.")
+	fl.BoolVar(&o.RequireAdmissionPolicy, "require-admission-policy", o.RequireAdmissionPolicy, "Apply no config until server-side dry-runs show that deploy/admission-policy.yaml confines the agent's credential (no write to another Node, no label on its own); checked at start and every 30s until then, and skipped for a node's own credential (system:node:NAME). false for apiservers without ValidatingAdmissionPolicy (before 1.30).")
 	return cmd
 }
 
@@ -231,6 +237,11 @@ func (o *Options) Complete(f RESTConfigGetter, _ *cobra.Command, _ []string) err
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	if o.RequireAdmissionPolicy {
+		if o.reviewer, err = dkcagent.NewSelfSubjectReviewer(cfg); err != nil {
+			return err
+		}
+	}
 	o.kubeletClient, err = kubelet.NewKubeletClient(cfg, kubelet.KubeletTLS{
 		CAFile:     o.KubeletCAFile,
 		ServerName: o.KubeletServerName,
@@ -278,6 +289,9 @@ func (o *Options) Run(ctx context.Context) error {
 			KubeletURL:    o.KubeletURL,
 			KubeletClient: o.kubeletClient,
 		}),
+	}
+	if o.RequireAdmissionPolicy {
+		a.Confinement = &dkcagent.Confinement{Reviewer: o.reviewer}
 	}
 	switch kubelet.ApplyMode(o.ApplyMode) {
 	case kubelet.DropIn:

@@ -82,6 +82,12 @@ type AgentOptions struct {
 	// HealthTimeout and TrialDuration default to 20s and 10m.
 	HealthTimeout time.Duration
 	TrialDuration time.Duration
+	// RequireAdmissionPolicy keeps the agent's default
+	// --require-admission-policy=true: it applies nothing until
+	// deploy/admission-policy.yaml confines its credential. Without it the
+	// agent runs with --require-admission-policy=false, for the clusters
+	// that have no policy installed (most tests).
+	RequireAdmissionPolicy bool
 	// Extra flags, appended last.
 	Extra []string
 }
@@ -91,7 +97,8 @@ func (n *Node) AgentStoreDir() string { return filepath.Join(n.Dir, "dkc") }
 
 // AgentArgs returns the arguments of `kubectl-dkc agent` for this node in
 // exec mode: the harness's restart command, the node's kubelet config and
-// config dir, metrics and healthz on the node's address (ports 10390/10391).
+// config dir, metrics and healthz on the node's address (ports 10390/10391),
+// and --require-admission-policy=false unless o.RequireAdmissionPolicy.
 func (n *Node) AgentArgs(o AgentOptions) []string {
 	if o.ApplyMode == "" {
 		o.ApplyMode = "replace"
@@ -117,6 +124,9 @@ func (n *Node) AgentArgs(o AgentOptions) []string {
 		"--health-bind-address", n.IP + ":10391",
 		"--kubelet-certificate-authority", n.KubeletCAFile(),
 		"--kubelet-tls-server-name", n.Name,
+	}
+	if !o.RequireAdmissionPolicy {
+		args = append(args, "--require-admission-policy=false")
 	}
 	return append(args, o.Extra...)
 }
