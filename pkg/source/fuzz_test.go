@@ -61,7 +61,7 @@ func FuzzAssignedAnnotation(f *testing.F) {
 			t.Fatalf("Assigned() = %v, %q for %q", src, c, value)
 		}
 		verr := ValidateSource(src)
-		_, perr := AssignPatch(Annotation, src)
+		_, perr := AssignPatch(Annotation, src, nil)
 		if verr != nil {
 			if !errors.Is(verr, ErrInvalidSource) {
 				t.Fatalf("ValidateSource() error %q does not match ErrInvalidSource", verr)
@@ -75,7 +75,7 @@ func FuzzAssignedAnnotation(f *testing.F) {
 			t.Fatalf("AssignPatch() refused a valid source: %v", perr)
 		}
 		for _, carrier := range []Carrier{Annotation, Native} {
-			p, err := AssignPatch(carrier, src)
+			p, err := AssignPatch(carrier, src, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,12 +99,12 @@ func FuzzAssignedAnnotation(f *testing.F) {
 			if ValidateSource(got) != nil {
 				t.Fatalf("%s round trip made a valid source invalid: %v", carrier, ValidateSource(got))
 			}
-			again, err := AssignPatch(carrier, got)
+			again, err := AssignPatch(carrier, got, nil)
 			if err != nil || !bytes.Equal(again, p) {
 				t.Fatalf("%s patch is not stable: %v\n%s\n%s", carrier, err, p, again)
 			}
 		}
-		if _, err := AssignPatch(Annotation, nil); err != nil {
+		if _, err := AssignPatch(Annotation, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		cleared := applyPatch(t, n, mustPatch(t, Annotation, nil))
@@ -116,7 +116,7 @@ func FuzzAssignedAnnotation(f *testing.F) {
 
 func mustPatch(t *testing.T, c Carrier, src *corev1.NodeConfigSource) []byte {
 	t.Helper()
-	p, err := AssignPatch(c, src)
+	p, err := AssignPatch(c, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

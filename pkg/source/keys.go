@@ -19,9 +19,14 @@ const (
 	StatusAnnotation = Prefix + "config-status"
 	// ConfigLabel marks the ConfigMaps that dkc pushed, so they can be listed.
 	ConfigLabel = Prefix + "kubelet-config"
-	// AllowUnsafeAnnotation on a ConfigMap opts in to changes that are unsafe
-	// to make live. Its value is a comma-separated list of safety classes
-	// (see kubeletconfig.SafetyClass) or "*" for all of them.
+	// PinAnnotation holds the JSON of a Pin: the digest of the bytes the
+	// assigner decided the node applies, and the unsafe classes it allows.
+	// It is the assigner's, like AssignedAnnotation, and is written with it.
+	PinAnnotation = Prefix + "config-pin"
+	// AllowUnsafeAnnotation on a ConfigMap is not honoured: a ConfigMap's
+	// writer decides nothing. The opt-in is the assigner's (Pin.AllowUnsafe).
+	// push and the agent warn when a ConfigMap carries it, because its
+	// author expects it to work.
 	AllowUnsafeAnnotation = Prefix + "allow-unsafe"
 
 	// ConditionType is the Node condition the agent maintains, so that the

@@ -15,29 +15,33 @@ import (
 // so replace the old value whole.
 
 // AssignPatch returns a JSON merge patch for a Node that assigns src through
-// carrier c, and clears the other carrier so that a node never holds two
-// different assignments. A nil src removes the assignment from both carriers,
-// whatever c is: the node goes back to its local config. src must pass
-// ValidateSource. Send the patch to the Node itself, not to nodes/status.
-func AssignPatch(c Carrier, src *corev1.NodeConfigSource) ([]byte, error) {
-	return assignPatch(c, src, "")
+// carrier c, pinned by pin, and clears the other carrier so that a node never
+// holds two different assignments. The pin goes in PinAnnotation on either
+// carrier, in the same patch, so that the reference and the pin change
+// together; a nil pin removes it (an agent applies nothing unpinned). A nil
+// src removes the assignment and the pin from both carriers, whatever c and
+// pin are: the node goes back to its local config. src must pass
+// ValidateSource, and a pin must be For src. Send the patch to the Node
+// itself, not to nodes/status.
+func AssignPatch(c Carrier, src *corev1.NodeConfigSource, pin *Pin) ([]byte, error) {
+	return assignPatch(c, src, pin, "")
 }
 
 // AssignPatchAt is AssignPatch with a precondition: the apiserver applies it
 // only to the Node at resourceVersion rv, and answers 409 Conflict when the
 // Node changed since.
-func AssignPatchAt(c Carrier, src *corev1.NodeConfigSource, rv string) ([]byte, error) {
-	return assignPatch(c, src, rv)
+func AssignPatchAt(c Carrier, src *corev1.NodeConfigSource, pin *Pin, rv string) ([]byte, error) {
+	return assignPatch(c, src, pin, rv)
 }
 
-func assignPatch(c Carrier, src *corev1.NodeConfigSource, rv string) ([]byte, error) {
+func assignPatch(c Carrier, src *corev1.NodeConfigSource, pin *Pin, rv string) ([]byte, error) {
 	if err := checkStored(c); err != nil {
 		return nil, err
 	}
 	if err := ValidateSource(src); err != nil {
 		return nil, err
 	}
-	annotation, native := any(nil), any(nil)
+	annotation, native, pinned := any(nil), any(nil), any(nil)
 	if src != nil {
 		switch c {
 		case Native:
@@ -49,8 +53,19 @@ func assignPatch(c Carrier, src *corev1.NodeConfigSource, rv string) ([]byte, er
 			}
 			annotation = string(value)
 		}
+		if pin != nil {
+			if !pin.For(src) {
+				return nil, fmt.Errorf("pin for %s/%s key %q does not pin the assignment of %s/%s key %q",
+					pin.Namespace, pin.Name, pin.KubeletConfigKey, src.ConfigMap.Namespace, src.ConfigMap.Name, src.ConfigMap.KubeletConfigKey)
+			}
+			value, err := json.Marshal(pin)
+			if err != nil {
+				return nil, fmt.Errorf("encode config pin: %w", err)
+			}
+			pinned = string(value)
+		}
 	}
-	metadata := map[string]any{"annotations": map[string]any{AssignedAnnotation: annotation}}
+	metadata := map[string]any{"annotations": map[string]any{AssignedAnnotation: annotation, PinAnnotation: pinned}}
 	if rv != "" {
 		metadata["resourceVersion"] = rv
 	}

@@ -197,28 +197,49 @@ func TestAssignPatch(t *testing.T) {
 	tests := map[string]struct {
 		carrier Carrier
 		src     *corev1.NodeConfigSource
+		pin     *Pin
 		want    string
 		wantErr string
 	}{
 		"native": {
 			carrier: Native,
 			src:     cm("a"),
-			want: `{"metadata":{"annotations":{"kubectl-dkc.io/config-source":null}},` +
+			want: `{"metadata":{"annotations":{"kubectl-dkc.io/config-pin":null,"kubectl-dkc.io/config-source":null}},` +
 				`"spec":{"configSource":{"configMap":{"kubeletConfigKey":"kubelet","name":"a","namespace":"kube-system","resourceVersion":null,"uid":null}}}}`,
 		},
 		"annotation": {
 			carrier: Annotation,
 			src:     cm("a"),
-			want: `{"metadata":{"annotations":{"kubectl-dkc.io/config-source":"{\"configMap\":{\"namespace\":\"kube-system\",\"name\":\"a\",\"kubeletConfigKey\":\"kubelet\"}}"}},` +
+			want: `{"metadata":{"annotations":{"kubectl-dkc.io/config-pin":null,"kubectl-dkc.io/config-source":"{\"configMap\":{\"namespace\":\"kube-system\",\"name\":\"a\",\"kubeletConfigKey\":\"kubelet\"}}"}},` +
 				`"spec":{"configSource":null}}`,
+		},
+		"native pinned": {
+			carrier: Native,
+			src:     cm("a"),
+			pin:     NewPin(cm("a"), []byte("x"), []string{"security", "host-access", "security"}),
+			want: `{"metadata":{"annotations":{"kubectl-dkc.io/config-pin":"{\"namespace\":\"kube-system\",\"name\":\"a\",\"kubeletConfigKey\":\"kubelet\",` +
+				`\"digest\":\"sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881\",\"allowUnsafe\":[\"host-access\",\"security\"]}",` +
+				`"kubectl-dkc.io/config-source":null}},` +
+				`"spec":{"configSource":{"configMap":{"kubeletConfigKey":"kubelet","name":"a","namespace":"kube-system","resourceVersion":null,"uid":null}}}}`,
+		},
+		"pin for another reference": {
+			carrier: Annotation,
+			src:     cm("a"),
+			pin:     NewPin(cm("b"), []byte("x"), nil),
+			wantErr: `pin for kube-system/b key "kubelet" does not pin the assignment of kube-system/a key "kubelet"`,
+		},
+		"local drops the pin": {
+			carrier: Annotation,
+			pin:     NewPin(cm("a"), []byte("x"), nil),
+			want:    `{"metadata":{"annotations":{"kubectl-dkc.io/config-pin":null,"kubectl-dkc.io/config-source":null}},"spec":{"configSource":null}}`,
 		},
 		"native local": {
 			carrier: Native,
-			want:    `{"metadata":{"annotations":{"kubectl-dkc.io/config-source":null}},"spec":{"configSource":null}}`,
+			want:    `{"metadata":{"annotations":{"kubectl-dkc.io/config-pin":null,"kubectl-dkc.io/config-source":null}},"spec":{"configSource":null}}`,
 		},
 		"annotation local": {
 			carrier: Annotation,
-			want:    `{"metadata":{"annotations":{"kubectl-dkc.io/config-source":null}},"spec":{"configSource":null}}`,
+			want:    `{"metadata":{"annotations":{"kubectl-dkc.io/config-pin":null,"kubectl-dkc.io/config-source":null}},"spec":{"configSource":null}}`,
 		},
 		"auto": {
 			carrier: Auto,
@@ -243,7 +264,7 @@ func TestAssignPatch(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := AssignPatch(tc.carrier, tc.src)
+			got, err := AssignPatch(tc.carrier, tc.src, tc.pin)
 			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -292,7 +313,7 @@ func TestAssignPatchApplied(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewClientset(tc.before)
-			patch, err := AssignPatch(tc.carrier, tc.src)
+			patch, err := AssignPatch(tc.carrier, tc.src, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -646,5 +667,53 @@ func TestConditionPatch(t *testing.T) {
 	wantConds := []corev1.NodeCondition{ready, {Type: ConditionType, Status: corev1.ConditionTrue, LastHeartbeatTime: t0, LastTransitionTime: t0}}
 	if diff := cmp.Diff(wantConds, after.Status.Conditions); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}
+
+// TestPin covers the pin's round trip through the Node annotation and what it
+// pins: only the reference it names, with the digest of the exact bytes.
+func TestPin(t *testing.T) {
+	pin := NewPin(cm("a"), []byte("maxPods: 42\n"), []string{"security"})
+	if got, want := pin.Digest, Digest([]byte("maxPods: 42\n")); got != want {
+		t.Errorf("digest: got %q, want %q", got, want)
+	}
+	if pin.Digest == Digest([]byte("maxPods: 43\n")) {
+		t.Error("two payloads have one digest")
+	}
+	if !pin.For(cm("a")) || pin.For(cm("b")) || pin.For(nil) || (*Pin)(nil).For(cm("a")) {
+		t.Error("For: a pin pins exactly the reference it names")
+	}
+	patch, err := AssignPatch(Native, cm("a"), pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := PatchedNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := PinOf(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pin, got); diff != "" {
+		t.Errorf("pin (-want +got):\n%s", diff)
+	}
+	if !got.Equal(pin) || got.Equal(NewPin(cm("a"), []byte("maxPods: 42\n"), nil)) {
+		t.Error("Equal: the allowed classes are part of the pin")
+	}
+	if got, want := ShortDigest(pin.Digest), pin.Digest[:19]; got != want {
+		t.Errorf("ShortDigest: got %q, want %q", got, want)
+	}
+	// Going back to the local config drops the pin too.
+	patch, err = AssignPatch(Annotation, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err = PatchedNode(node, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := PinOf(node); err != nil || p != nil {
+		t.Errorf("pin after reset: %+v, %v", p, err)
 	}
 }
