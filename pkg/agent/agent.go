@@ -89,6 +89,9 @@ type Agent struct {
 	// so that a ConfigMap that stays unreadable is reported once, not on
 	// every retry.
 	downloadFailed string
+	// warnedAnnotation is the uid/resourceVersion of the ConfigMap last
+	// warned about for source.AllowUnsafeAnnotation.
+	warnedAnnotation string
 	// drifted is the hash of the drifted content last reported, so that
 	// drift is reported once per distinct content.
 	drifted string

@@ -121,14 +121,27 @@ func (e *env) configMap(t *testing.T, name, payload string, annotations map[stri
 	}
 }
 
-// assign points the node's annotation at ConfigMap name ("" removes it).
-func (e *env) assign(t *testing.T, name string) {
+// assign points the node's annotation at ConfigMap name ("" removes it),
+// pinned, as kubectl dkc assign pins, to the ConfigMap's bytes now, with
+// the unsafe classes allowUnsafe. A ConfigMap that does not exist yet is
+// assigned unpinned.
+func (e *env) assign(t *testing.T, name string, allowUnsafe ...string) {
 	t.Helper()
 	var src *corev1.NodeConfigSource
+	var pin *source.Pin
 	if name != "" {
 		src = &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet"}}
+		if cm, err := e.getConfigMap("kube-system", name); err == nil {
+			pin = source.NewPin(src, []byte(cm.Data["kubelet"]), allowUnsafe)
+		}
 	}
-	patch, err := source.AssignPatch(source.Annotation, src)
+	e.assignPinned(t, src, pin)
+}
+
+// assignPinned writes the assignment src with exactly pin.
+func (e *env) assignPinned(t *testing.T, src *corev1.NodeConfigSource, pin *source.Pin) {
+	t.Helper()
+	patch, err := source.AssignPatch(source.Annotation, src, pin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +265,10 @@ func TestRefusedBeforeKubelet(t *testing.T) {
 	tests := map[string]struct {
 		payload     string
 		annotations map[string]string
+		allowUnsafe []string
 		wantError   string
+		// wantEvents come before the Warning Refused.
+		wantEvents []string
 	}{
 		"missing kind": {
 			payload:   `{"apiVersion":"kubelet.config.k8s.io/v1beta1","maxPods":42}`,
@@ -268,19 +284,26 @@ func TestRefusedBeforeKubelet(t *testing.T) {
 		},
 		"unsafe change without opt-in": {
 			payload:   `{` + header + `,"maxPods":110,"cpuManagerPolicy":"static"}`,
-			wantError: `failed to validate config, see Kubelet log for details: refused unsafe change: cpuManagerPolicy "" -> "static" (resource-managers); to allow it, annotate ConfigMap kube-system/a with kubectl-dkc.io/allow-unsafe=resource-managers`,
+			wantError: `failed to validate config, see Kubelet log for details: refused unsafe change: cpuManagerPolicy "" -> "static" (resource-managers); to allow it, assign again with --allow-unsafe=resource-managers`,
 		},
-		"security weakening without opt-in": {
+		"security weakening with the assigner's opt-in for another class": {
 			payload:     `{` + header + `,"maxPods":110,"readOnlyPort":10255}`,
-			annotations: map[string]string{source.AllowUnsafeAnnotation: "resource-managers"},
-			wantError:   `failed to validate config, see Kubelet log for details: refused unsafe change: readOnlyPort "0" -> "10255" (security); to allow it, annotate ConfigMap kube-system/a with kubectl-dkc.io/allow-unsafe=security`,
+			allowUnsafe: []string{"resource-managers"},
+			wantError:   `failed to validate config, see Kubelet log for details: refused unsafe change: readOnlyPort "" -> "10255" (security); to allow it, assign again with --allow-unsafe=security`,
+		},
+		// The ConfigMap's writer opts in to nothing, not even with "*".
+		"host access with the ConfigMap's opt-in annotation": {
+			payload:     `{` + header + `,"maxPods":110,"staticPodURL":"http://198.51.100.9/pods.yaml"}`,
+			annotations: map[string]string{source.AllowUnsafeAnnotation: "*"},
+			wantError:   `failed to validate config, see Kubelet log for details: refused unsafe change: staticPodURL "" -> "http://198.51.100.9/pods.yaml" (host-access); to allow it, assign again with --allow-unsafe=host-access`,
+			wantEvents:  []string{"Warning IgnoredAnnotation"},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			e.configMap(t, "a", tc.payload, tc.annotations)
-			e.assign(t, "a")
+			e.assign(t, "a", tc.allowUnsafe...)
 
 			e.sync(t)
 
@@ -288,8 +311,12 @@ func TestRefusedBeforeKubelet(t *testing.T) {
 			diff(t, "kubelet config", local, string(e.writer.Current))
 			diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
 			diff(t, "condition", "False Refused", e.condition(t))
-			diff(t, "events", []string{"Warning Refused"}, e.events())
+			diff(t, "events", append(tc.wantEvents, "Warning Refused"), e.events())
 			diff(t, "meta/assigned", (*corev1.NodeConfigSource)(nil), e.stored(t).Assigned)
+			// Bytes that failed their checks never reach the node's disk.
+			if _, err := os.Stat(filepath.Join(e.store.Dir(), "checkpoints", "uid-a")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("refused config checkpointed: %v", err)
+			}
 
 			// Not checked or reported again until it changes.
 			e.sync(t)
@@ -357,9 +384,11 @@ func TestDownloadError(t *testing.T) {
 			diff(t, "events", []string(nil), e.events())
 			diff(t, "status error", tc.wantError, e.status(t).Error)
 
-			// The ConfigMap becomes readable: the node converges.
+			// The ConfigMap becomes readable, and the operator assigns
+			// (pins) it: the node converges.
 			readable = true
 			e.configMap(t, "x", cfgB, nil)
+			e.assign(t, "x")
 			syncWith()
 			diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("x", "1"), Active: ref("x", "1"), LastKnownGood: ref("a", "1")}, e.status(t))
 			diff(t, "kubelet config", cfgB, string(e.writer.Current))
@@ -385,8 +414,8 @@ func TestUnsafeChangeWithOptIn(t *testing.T) {
 		}
 	}
 	payload := `{` + header + `,"maxPods":110,"cpuManagerPolicy":"static"}`
-	e.configMap(t, "a", payload, map[string]string{source.AllowUnsafeAnnotation: "resource-managers"})
-	e.assign(t, "a")
+	e.configMap(t, "a", payload, nil)
+	e.assign(t, "a", "resource-managers")
 
 	e.sync(t)
 
@@ -421,8 +450,9 @@ func TestRollbackToLastKnownGood(t *testing.T) {
 	diff(t, "restarter calls", 3, len(e.restart.CallsSnapshot()))
 	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("b", "1"), Active: ref("a", "1"), LastKnownGood: ref("a", "1"), Error: wantErr}, e.status(t))
 
-	// A fixed ConfigMap is applied.
+	// A fixed ConfigMap, assigned again, is applied.
 	e.configMap(t, "b", `{`+header+`,"maxPods":44}`, nil)
+	e.assign(t, "b")
 	e.sync(t)
 	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("b", "11"), Active: ref("b", "11"), LastKnownGood: ref("a", "1")}, e.status(t))
 	diff(t, "meta/last-error", "", e.stored(t).AssignedError())

@@ -38,44 +38,36 @@ const (
 // new one, never on a config that failed with its error dropped, and the
 // kubelet's config on one the record names: startup and the next sync
 // repair it towards the target.
-func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, want *corev1.NodeConfigSource, cm *corev1.ConfigMap, st checkpoint.State) (time.Duration, error) {
+func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, as assignment, st checkpoint.State) (time.Duration, error) {
+	want := as.src
 	logger := klog.FromContext(ctx).WithValues("assigned", describe(want))
 	ctx = klog.NewContext(ctx, logger)
-	cmName := cm.Namespace + "/" + cm.Name
-
-	// A config that failed its checks stays refused until it changes.
-	if a.refused != nil && source.Equal(a.refused.src, want) {
-		return 0, a.publish(ctx, node, a.failedReport(c, want, st, a.refused.err))
-	}
 	began := a.Clock.Now()
-
-	raw, err := source.Payload(cm, want.ConfigMap.KubeletConfigKey)
-	if err != nil {
-		return 0, a.refuse(ctx, node, c, want, st, loadError(err))
-	}
-	if err := a.Store.SaveConfigMap(cm); err != nil {
-		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
-		_ = a.publish(ctx, node, a.failedReport(c, want, st, internalError(fmt.Errorf("checkpoint: %w", err))))
-		return 0, fmt.Errorf("checkpoint %s: %w", describe(want), err)
-	}
 
 	current, err := a.Writer.Effective()
 	if err != nil {
 		return 0, fmt.Errorf("read kubelet config: %w", err)
 	}
 	checkBegan := a.Clock.Now()
-	cerr := a.check(raw, current, cm.Annotations[source.AllowUnsafeAnnotation], cmName)
+	cerr := a.check(as.payload, current, as.pin.AllowUnsafe)
 	a.Metrics.PhaseDuration.WithLabelValues(PhaseValidate).Observe(a.Clock.Since(checkBegan).Seconds())
 	if cerr != nil {
-		return 0, a.refuse(ctx, node, c, want, st, cerr)
+		return 0, a.refuse(ctx, node, c, as, st, cerr)
 	}
 	a.refused = nil
-	a.verify = nil // this apply gates on the kubelet's health itself
+	// Only bytes that passed their checks reach the node's disk, and only
+	// the assigned key's: the rest of the ConfigMap is not the assigner's.
+	if err := a.checkpoint(as); err != nil {
+		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
+		return 0, err // sync reports it
+	}
 
 	// Commit: one write names want, with its trial start, so that a
 	// restarted agent puts want on the kubelet even if this one dies
-	// before writing it.
+	// before writing it. This apply gates on the kubelet's health itself;
+	// an apply undone below leaves the verification it replaced pending.
 	prev, verify := st, a.verify
+	a.verify = nil
 	now := a.Clock.Now()
 	st.Assigned, st.AssignedAt = want, &now
 	if st.ErrorSource != nil && source.Equal(st.ErrorSource, want) {
@@ -88,7 +80,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	// Once the restarted kubelet shows want in its configz, status names
 	// want as active while the gate waits for its Ready.
 	running := func() { a.reportRunning(ctx, node, c, want) }
-	restarted, _, err := a.activate(ctx, want, raw, current, true, running)
+	restarted, _, err := a.activate(ctx, want, as.payload, current, true, running)
 	if err != nil && ctx.Err() != nil {
 		return 0, ctx.Err() // shutting down: the next start verifies
 	}

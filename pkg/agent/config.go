@@ -11,7 +11,6 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
-	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -42,8 +41,9 @@ func internalError(err error) *configError {
 
 // check decodes and validates payload in the writer's mode, previews the
 // effective config and refuses unsafe changes from current (the effective
-// config now) unless allowUnsafe opts in to them. It touches nothing.
-func (a *Agent) check(payload []byte, current []byte, allowUnsafe, cmName string) *configError {
+// config now) unless the assigner allowed their class (allowUnsafe, from
+// the pin). It touches nothing.
+func (a *Agent) check(payload []byte, current []byte, allowUnsafe []string) *configError {
 	if a.Writer.Mode() == kubelet.DropIn {
 		partial, _, err := kubeletconfig.DecodePartial(payload, kubeletconfig.DecodeOptions{})
 		if err != nil {
@@ -68,24 +68,14 @@ func (a *Agent) check(payload []byte, current []byte, allowUnsafe, cmName string
 	if err != nil {
 		return internalError(fmt.Errorf("current kubelet config: %w", err))
 	}
-	if refused := kubeletconfig.Refused(kubeletconfig.Classify(old, cfg), allowUnsafe); len(refused) > 0 {
-		return refusedError(refused, cmName)
+	allowed := make([]kubeletconfig.SafetyClass, len(allowUnsafe))
+	for i, c := range allowUnsafe {
+		allowed[i] = kubeletconfig.SafetyClass(c)
+	}
+	if refused := kubeletconfig.Refused(kubeletconfig.Classify(old, cfg), allowed); len(refused) > 0 {
+		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
 	}
 	return nil
-}
-
-func refusedError(refused []kubeletconfig.Change, cmName string) *configError {
-	var parts, classes []string
-	seen := map[kubeletconfig.SafetyClass]bool{}
-	for _, c := range refused {
-		parts = append(parts, fmt.Sprintf("%s %q -> %q (%s)", c.Field, c.Old, c.New, c.Class))
-		if !seen[c.Class] {
-			seen[c.Class] = true
-			classes = append(classes, string(c.Class))
-		}
-	}
-	return validateError(fmt.Sprintf("refused unsafe change: %s; to allow it, annotate ConfigMap %s with %s=%s",
-		strings.Join(parts, ", "), cmName, source.AllowUnsafeAnnotation, strings.Join(classes, ",")))
 }
 
 // decodeLenient decodes the config the kubelet runs now, which may predate

@@ -197,9 +197,9 @@ var crashScenarios = map[string]crashScenario{
 	"apply of a CPU manager policy change (stop, remove state, start)": {
 		prepare: func(t *testing.T, ce *crashEnv) {
 			ce.onLastKnownGood(t, "a", cfgA)
-			ce.configMap(t, "cpu", `{`+header+`,"maxPods":42,"cpuManagerPolicy":"static"}`, map[string]string{source.AllowUnsafeAnnotation: "resource-managers"})
+			ce.configMap(t, "cpu", `{`+header+`,"maxPods":42,"cpuManagerPolicy":"static"}`, nil)
 		},
-		action:     func(t *testing.T, ce *crashEnv) { ce.assign(t, "cpu"); ce.syncIgnoringErrors(t) },
+		action:     func(t *testing.T, ce *crashEnv) { ce.assign(t, "cpu", "resource-managers"); ce.syncIgnoringErrors(t) },
 		wantActive: "cpu",
 	},
 	"apply over a config in trial": {

@@ -155,3 +155,55 @@ func TestCommitNeverRevivesAFailedConfig(t *testing.T) {
 		t.Fatalf("startup put b, the config that failed its health gate, back on the kubelet")
 	}
 }
+
+// An agent that starts during a config's trial gates that config on the
+// kubelet's health in its first sync that settles it. An apply of another
+// config in between whose write fails (and is undone) must keep that duty:
+// it used to drop it, so the config in trial was promoted without a gate.
+func TestVerifyKeptAcrossAnUndoneApply(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t) // a in trial
+	e.configMap(t, "b", cfgB, nil)
+	e.assign(t, "b")
+	e.a = e.newAgent() // restarted during a's trial
+	must(t, e.a.startup(context.Background()))
+	probes := len(e.prober.Expectations)
+
+	e.writer.ApplyErr = errReadOnly
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+		t.Fatal("sync with a read-only config dir: no error")
+	}
+	diff(t, "probes after the undone apply", probes, len(e.prober.Expectations))
+	e.writer.ApplyErr = nil
+	e.assign(t, "a") // the operator goes back to a
+	e.sync(t)
+
+	diff(t, "probes of a after the agent restarted", probes+1, len(e.prober.Expectations))
+}
+
+// A checkpoint that cannot be written fails the sync with one report of the
+// failure on the Node, not two.
+func TestCheckpointFailureReportedOnce(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	dir := filepath.Join(e.store.Dir(), "checkpoints")
+	must(t, os.RemoveAll(dir))
+	must(t, os.WriteFile(dir, nil, 0o600)) // no directory can be made there
+	e.client.ClearActions()
+
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+		t.Fatal("sync with an unwritable store: no error")
+	}
+	patches := 0
+	for _, a := range e.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
+			patches++
+		}
+	}
+	diff(t, "node patches", 1, patches)
+	diff(t, "kubelet config", local, string(e.writer.Current))
+	diff(t, "condition", "False Failed", e.condition(t))
+}

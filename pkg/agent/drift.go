@@ -52,7 +52,7 @@ func (a *Agent) onDrift() string {
 // once per distinct content; with --on-drift=reassert the target config
 // goes back through the same path as any apply or rollback (restart, health
 // gate), otherwise the file is left alone.
-func (a *Agent) drift(ctx context.Context, node *corev1.Node, c source.Carrier, st checkpoint.State, obs observation, cm *corev1.ConfigMap) (time.Duration, error) {
+func (a *Agent) drift(ctx context.Context, node *corev1.Node, c source.Carrier, st checkpoint.State, obs observation, as assignment) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	sum := sha256.Sum256(obs.effective)
 	hash := hex.EncodeToString(sum[:8])
@@ -75,5 +75,5 @@ func (a *Agent) drift(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	if st.Failed() {
 		return 0, a.restoreLastKnownGood(ctx, node, c, st, a.Clock.Now(), false)
 	}
-	return a.apply(ctx, node, c, st.Assigned, cm, st)
+	return a.apply(ctx, node, c, as, st)
 }

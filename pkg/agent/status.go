@@ -16,9 +16,10 @@ import (
 )
 
 // Reasons of the source.ConditionType condition, which shows the agent's
-// state in `kubectl describe node`. Applied, RolledBack, Refused, Reset,
-// Drift and Failed are also the reasons of the Events the agent records on the Node
-// (Failed only for a download failure, once per distinct error).
+// state in `kubectl describe node`. Applied, RolledBack, Refused,
+// PinMismatch, Reset, Drift and Failed are also the reasons of the Events
+// the agent records on the Node (Failed only for a download failure, once
+// per distinct error).
 const (
 	// ReasonApplied (True): the kubelet runs the assigned config, and it is
 	// the last-known-good config.
@@ -36,9 +37,16 @@ const (
 	// assigned config and runs the last-known-good config again.
 	ReasonRolledBack = "RolledBack"
 	// ReasonRefused (False): the assigned config failed to load or
-	// validate, or makes an unsafe change without the opt-in annotation;
-	// the kubelet was not touched.
+	// validate, or makes an unsafe change that its assignment does not
+	// allow (kubectl dkc assign --allow-unsafe); the kubelet was not
+	// touched.
 	ReasonRefused = "Refused"
+	// ReasonPinMismatch (False): the assigned ConfigMap's bytes are not the
+	// ones the assignment pins (the ConfigMap changed after it was
+	// assigned), or the assignment has no pin; status.error names both
+	// digests. The kubelet was not touched; assigning again pins the new
+	// bytes.
+	ReasonPinMismatch = "PinMismatch"
 	// ReasonFailed (False): the agent could not download the assigned
 	// config (the ConfigMap does not exist, or the agent may not read it:
 	// status.error says which; the kubelet and the store are untouched) or
@@ -57,6 +65,11 @@ const (
 	// whether the agent puts its config back.
 	ReasonDrift = "Drift"
 )
+
+// ReasonIgnoredAnnotation is the reason of the Warning Event the agent
+// records when the assigned ConfigMap carries source.AllowUnsafeAnnotation,
+// which it does not honour; it is never a condition reason.
+const ReasonIgnoredAnnotation = "IgnoredAnnotation"
 
 // report is what a sync publishes on the Node.
 type report struct {
@@ -168,10 +181,14 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		if msg == "" {
 			msg = r.message
 		}
-		ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
-		a.Recorder.Event(ref, eventType, r.event, msg)
+		a.Recorder.Event(nodeRef(node), eventType, r.event, msg)
 	}
 	return nil
+}
+
+// nodeRef is the reference of the Events the agent records on node.
+func nodeRef(node *corev1.Node) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
 }
 
 // conditionChange returns r's condition, with its times, when it differs

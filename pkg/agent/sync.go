@@ -84,11 +84,30 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 	want := src.DeepCopy()
 	want.ConfigMap.UID = cm.UID
 	want.ConfigMap.ResourceVersion = cm.ResourceVersion
+	pin, err := source.PinOf(node)
+	if err != nil {
+		msg := status.SyncErrorPrefix + status.InternalError + ": " + err.Error()
+		return 0, a.publish(ctx, node, a.failedReport(c, want, st, &configError{reason: ReasonFailed, msg: msg}))
+	}
+	as := assignment{src: want, pin: pin, cm: cm}
+	// A config that failed its checks stays refused until the ConfigMap or
+	// the pin changes.
+	if a.refused != nil && source.Equal(a.refused.src, want) && a.refused.pin.Equal(pin) {
+		return 0, a.publish(ctx, node, a.failedReport(c, want, st, a.refused.err))
+	}
+	if as.payload, err = a.pinned(as); err != nil {
+		var cerr *configError
+		if !errors.As(err, &cerr) {
+			return 0, err
+		}
+		return 0, a.refuse(ctx, node, c, as, st, cerr)
+	}
+	a.warnIgnoredAnnotation(ctx, node, cm)
 	var requeue time.Duration
 	if st.Assigned != nil && source.Equal(st.Assigned, want) {
-		requeue, err = a.settle(ctx, node, c, st, cm)
+		requeue, err = a.settle(ctx, node, c, st, as)
 	} else {
-		requeue, err = a.apply(ctx, node, c, want, cm, st)
+		requeue, err = a.apply(ctx, node, c, as, st)
 	}
 	var cerr *configError
 	if err != nil && ctx.Err() == nil && !errors.As(err, &cerr) {
@@ -148,20 +167,22 @@ func (a *Agent) failedReport(c source.Carrier, assigned *corev1.NodeConfigSource
 	}
 }
 
-// refuse reports a config that failed its checks and remembers it, so that
-// it is not checked (and reported as an Event) again until it changes.
-func (a *Agent) refuse(ctx context.Context, node *corev1.Node, c source.Carrier, want *corev1.NodeConfigSource, st checkpoint.State, cerr *configError) error {
+// refuse reports a config that failed its checks, or whose bytes are not
+// the ones its assigner pinned, and remembers it, so that it is not checked
+// (and reported as an Event) again until the ConfigMap or the pin changes.
+func (a *Agent) refuse(ctx context.Context, node *corev1.Node, c source.Carrier, as assignment, st checkpoint.State, cerr *configError) error {
+	want := as.src
 	r := a.failedReport(c, want, st, cerr)
-	if cerr.reason != ReasonRefused {
+	if cerr.reason != ReasonRefused && cerr.reason != ReasonPinMismatch {
 		// Not the config's fault: report and retry.
 		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
 		_ = a.publish(ctx, node, r)
 		return cerr
 	}
-	klog.FromContext(ctx).Info("Refused config; the kubelet is untouched", "err", cerr.msg)
+	klog.FromContext(ctx).Info("Refused config; the kubelet is untouched", "reason", cerr.reason, "err", cerr.msg)
 	a.Metrics.Applies.WithLabelValues(ResultRefused).Inc()
-	a.refused = &refusal{src: want, err: cerr}
-	r.event = ReasonRefused
+	a.refused = &refusal{src: want, pin: as.pin.DeepCopy(), err: cerr}
+	r.event = cerr.reason
 	r.history = &source.HistoryEntry{Source: want, Result: source.ResultRefused, Message: cerr.msg}
 	return a.publish(ctx, node, r)
 }
@@ -172,20 +193,21 @@ func (a *Agent) refuse(ctx context.Context, node *corev1.Node, c source.Carrier,
 // agent never wrote are drift; then a config in trial is verified once after
 // the agent started, the trial ends when it is due, and the status is
 // reported.
-func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier, st checkpoint.State, cm *corev1.ConfigMap) (time.Duration, error) {
+func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier, st checkpoint.State, as assignment) (time.Duration, error) {
 	// A lost checkpoint of the assignment comes back from its ConfigMap
-	// (same uid and resourceVersion, so the same bytes): without it the
-	// agent could not recognise its own config in the file. Saving an
-	// intact checkpoint writes nothing.
-	if err := a.Store.SaveConfigMap(cm); err != nil {
-		return 0, fmt.Errorf("checkpoint %s: %w", describe(st.Assigned), err)
+	// (same uid and resourceVersion, so the same bytes, which passed their
+	// checks when they were applied): without it the agent could not
+	// recognise its own config in the file. Saving an intact checkpoint
+	// writes nothing.
+	if err := a.checkpoint(as); err != nil {
+		return 0, err
 	}
 	obs := a.observe(st)
 	if obs.err != nil {
 		return 0, obs.err
 	}
 	if obs.drift {
-		return a.drift(ctx, node, c, st, obs, cm)
+		return a.drift(ctx, node, c, st, obs, as)
 	}
 	a.drifted = ""
 	target := st.Target()
@@ -195,7 +217,7 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 		if st.Failed() {
 			return 0, a.restoreLastKnownGood(ctx, node, c, st, a.Clock.Now(), false)
 		}
-		return a.apply(ctx, node, c, st.Assigned, cm, st)
+		return a.apply(ctx, node, c, as, st)
 	}
 	if st.Failed() {
 		return 0, a.publish(ctx, node, a.rolledBackReport(c, st, obs))
@@ -287,8 +309,10 @@ func (a *Agent) gc(ctx context.Context) {
 	}
 }
 
-// refusal is a config that failed its checks.
+// refusal is a config that failed its checks, with the pin it was checked
+// against.
 type refusal struct {
 	src *corev1.NodeConfigSource
+	pin *source.Pin
 	err *configError
 }

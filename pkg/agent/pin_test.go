@@ -1,0 +1,165 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// The agent applies only the bytes its assigner pinned. A ConfigMap that
+// changes under its assignment (edited in place, or deleted and created
+// again) leaves the kubelet alone, and the mismatch is reported, naming both
+// digests, in the status, the condition and one Event; assigning again pins
+// the new bytes and applies them.
+func TestPinnedBytesOnly(t *testing.T) {
+	tests := map[string]struct {
+		// change changes the assigned ConfigMap a under its assignment and
+		// returns the reference the node then sees.
+		change func(t *testing.T, e *env) *corev1.NodeConfigSource
+	}{
+		"edited in place": {
+			change: func(t *testing.T, e *env) *corev1.NodeConfigSource {
+				e.configMap(t, "a", cfgB, nil)
+				return ref("a", "11")
+			},
+		},
+		"deleted and created again": {
+			change: func(t *testing.T, e *env) *corev1.NodeConfigSource {
+				cms := e.client.CoreV1().ConfigMaps("kube-system")
+				must(t, cms.Delete(context.Background(), "a", metav1.DeleteOptions{}))
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "kube-system", UID: "uid-a2", ResourceVersion: "7"}, Data: map[string]string{"kubelet": cfgB}}
+				if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				r := ref("a", "7")
+				r.ConfigMap.UID = "uid-a2"
+				return r
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.onLastKnownGood(t, "a", cfgA)
+			restarts := len(e.restart.CallsSnapshot())
+
+			changed := tc.change(t, e)
+			e.sync(t)
+
+			diff(t, "kubelet config", cfgA, string(e.writer.Current))
+			diff(t, "restarts", restarts, len(e.restart.CallsSnapshot()))
+			st := e.status(t)
+			diff(t, "status active", ref("a", "1"), st.Active)
+			diff(t, "status assigned", changed, st.Assigned)
+			for _, d := range []string{source.Digest([]byte(cfgA)), source.Digest([]byte(cfgB))} {
+				if !strings.Contains(st.Error, d) {
+					t.Errorf("status error %q does not name digest %s", st.Error, d)
+				}
+			}
+			diff(t, "condition", "False PinMismatch", e.condition(t))
+			diff(t, "events", []string{"Warning PinMismatch"}, e.events())
+			ids, err := os.ReadDir(filepath.Join(e.store.Dir(), "checkpoints"))
+			must(t, err)
+			if len(ids) != 1 || ids[0].Name() != "uid-a" {
+				t.Errorf("checkpoints: %v, want only the pinned uid-a", ids)
+			}
+			// Reported once, not on every sync.
+			e.sync(t)
+			diff(t, "events after another sync", []string(nil), e.events())
+
+			// Assigning again pins the new bytes.
+			e.assign(t, "a")
+			e.sync(t)
+			diff(t, "kubelet config after assigning again", cfgB, string(e.writer.Current))
+			diff(t, "status after assigning again", &corev1.NodeConfigStatus{Assigned: changed, Active: changed, LastKnownGood: ref("a", "1")}, e.status(t))
+			diff(t, "condition after assigning again", "True Trial", e.condition(t))
+		})
+	}
+}
+
+// An assignment without a pin for it (written by hand, or a pin for another
+// ConfigMap) is not applied.
+func TestUnpinnedAssignment(t *testing.T) {
+	src := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "a", KubeletConfigKey: "kubelet"}}
+	other := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "b", KubeletConfigKey: "kubelet"}}
+	tests := map[string]struct {
+		pin  *source.Pin
+		want string
+	}{
+		"no pin": {
+			want: `assignment of configmap kube-system/a key "kubelet" is not pinned (the node has no kubectl-dkc.io/config-pin annotation); the kubelet is untouched: assign it with ` + "`kubectl dkc assign n1 --config a`" + `, which pins the bytes it assigns`,
+		},
+		"a pin for another ConfigMap": {
+			pin:  source.NewPin(other, []byte(cfgA), nil),
+			want: `assignment of configmap kube-system/a key "kubelet" is not pinned (its kubectl-dkc.io/config-pin annotation pins configmap kube-system/b key "kubelet"); the kubelet is untouched: assign it with ` + "`kubectl dkc assign n1 --config a`" + `, which pins the bytes it assigns`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.configMap(t, "a", cfgA, nil)
+			// The pin annotation is written apart from the assignment, as a
+			// hand-made patch would.
+			e.assignPinned(t, src, nil)
+			if tc.pin != nil {
+				value, err := jsonString(tc.pin)
+				must(t, err)
+				patch := []byte(`{"metadata":{"annotations":{"` + source.PinAnnotation + `":` + value + `}}}`)
+				if _, err := e.client.CoreV1().Nodes().Patch(context.Background(), nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			e.sync(t)
+
+			diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "1"), Error: tc.want}, e.status(t))
+			diff(t, "kubelet config", local, string(e.writer.Current))
+			diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+			diff(t, "condition", "False PinMismatch", e.condition(t))
+		})
+	}
+}
+
+// Only the assigned key reaches the node's disk, and only once its checks
+// passed: the ConfigMap's other keys are not the assigner's.
+func TestOnlyTheAssignedKeyIsCheckpointed(t *testing.T) {
+	e := newEnv(t)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "kube-system", UID: "uid-a", ResourceVersion: "1"},
+		Data:       map[string]string{"kubelet": cfgA, "payload.sh": "#!/bin/sh\nid\n"},
+		BinaryData: map[string][]byte{"blob": {0, 1, 2}},
+	}
+	if _, err := e.client.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.assign(t, "a")
+	e.sync(t)
+
+	diff(t, "kubelet config", cfgA, string(e.writer.Current))
+	files, err := os.ReadDir(filepath.Join(e.store.Dir(), "checkpoints", "uid-a", "1"))
+	must(t, err)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name())
+	}
+	diff(t, "checkpointed files", []string{"kubelet"}, names)
+}
+
+// jsonString is v as a JSON string value holding v's JSON.
+func jsonString(v any) (string, error) {
+	inner, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	outer, err := json.Marshal(string(inner))
+	return string(outer), err
+}
