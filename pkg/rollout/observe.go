@@ -29,16 +29,24 @@ type Observed struct {
 // Available reports whether the node serves: Ready and schedulable.
 func (o Observed) Available() bool { return o.Ready && o.Schedulable }
 
-// Observe reads node against target (nil: its local config). The carrier is
-// the only source of truth: status.active is what the agent saw the kubelet
-// run after its health gate.
-func Observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, error) {
+// Observe reads node against target (nil: its local config) pinned by pin.
+// The carrier is the only source of truth: status.active is what the agent
+// saw the kubelet run after its health gate. A node assigned target under
+// another pin is not assigned it: its agent judges other bytes.
+func Observe(node *corev1.Node, target *corev1.NodeConfigSource, pin *source.Pin) (Observed, error) {
 	o := Observed{Ready: IsReady(node), Schedulable: !node.Spec.Unschedulable}
 	item, err := status.FromNode(node)
 	if err != nil {
 		return o, err
 	}
 	o.Assigned = source.Equal(item.ConfigSource, target)
+	if o.Assigned && target != nil {
+		got, err := source.PinOf(node)
+		if err != nil {
+			return o, err
+		}
+		o.Assigned = got.Equal(pin)
+	}
 	if !o.Assigned {
 		o.Holds = item.ConfigSource
 		return o, nil
@@ -66,23 +74,24 @@ type observations struct {
 type observation struct {
 	resourceVersion string
 	target          *corev1.NodeConfigSource
+	pin             *source.Pin
 	observed        Observed
 	err             error
 }
 
 // observe is Observe, answered from the last observation of the same
 // version of node against the same target when there is one.
-func (c *observations) observe(node *corev1.Node, target *corev1.NodeConfigSource) (Observed, error) {
+func (c *observations) observe(node *corev1.Node, target *corev1.NodeConfigSource, pin *source.Pin) (Observed, error) {
 	rv := node.ResourceVersion
-	if last, ok := c.byNode[node.Name]; ok && rv != "" && last.resourceVersion == rv && source.Equal(last.target, target) {
+	if last, ok := c.byNode[node.Name]; ok && rv != "" && last.resourceVersion == rv && source.Equal(last.target, target) && last.pin.Equal(pin) {
 		return last.observed, last.err
 	}
-	o, err := Observe(node, target)
+	o, err := Observe(node, target, pin)
 	if rv != "" {
 		if c.byNode == nil {
 			c.byNode = map[string]observation{}
 		}
-		c.byNode[node.Name] = observation{resourceVersion: rv, target: target.DeepCopy(), observed: o, err: err}
+		c.byNode[node.Name] = observation{resourceVersion: rv, target: target.DeepCopy(), pin: pin.DeepCopy(), observed: o, err: err}
 	}
 	return o, err
 }

@@ -54,7 +54,7 @@ func TestObservationsDecodeOnlyChangedNodes(t *testing.T) {
 		{"and again", node("", failed), target, failing},
 	}
 	for _, s := range steps {
-		got, err := c.observe(s.node, s.target)
+		got, err := c.observe(s.node, s.target, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}

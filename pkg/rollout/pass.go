@@ -165,10 +165,16 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 			if err != nil {
 				return true, err
 			}
+			var prevPin *source.Pin
+			if prev != nil {
+				if prevPin, err = source.PinOf(node); err != nil {
+					return true, err
+				}
+			}
 			if o := observed[name]; o.Available() {
 				unavailable++
 			}
-			rec.Phase, rec.Started, rec.Previous = InProgress, &now, prev
+			rec.Phase, rec.Started, rec.Previous, rec.PreviousPin = InProgress, &now, prev, prevPin
 			rec.Cordoned = slices.Contains(r.Spec.Drain, name)
 			r.Status.Nodes[name] = rec
 			eager = true
@@ -221,7 +227,7 @@ func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.Mi
 }
 
 // live is Live with observe in place of Observe.
-func live(r *Rollout, get func(name string) (*corev1.Node, error), observe func(*corev1.Node, *corev1.NodeConfigSource) (Observed, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
+func live(r *Rollout, get func(name string) (*corev1.Node, error), observe func(*corev1.Node, *corev1.NodeConfigSource, *source.Pin) (Observed, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
 	r = r.DeepCopy()
 	if r.Status.Nodes == nil {
 		r.Status.Nodes = map[string]NodeStatus{}
@@ -242,7 +248,8 @@ func live(r *Rollout, get func(name string) (*corev1.Node, error), observe func(
 			}
 			continue
 		}
-		o, err := observe(node, r.Spec.Target(name))
+		target, pin := r.Spec.Target(name)
+		o, err := observe(node, target, pin)
 		if err != nil {
 			o.Error = err.Error()
 		}
@@ -374,7 +381,7 @@ func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, nod
 			return err
 		}
 	}
-	target := e.cur.Spec.Target(name)
+	target, pin := e.cur.Spec.Target(name)
 	carrier := source.Annotation
 	if target != nil {
 		c, err := e.carriers.get(ctx, e.client, name, node)
@@ -387,7 +394,7 @@ func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, nod
 	if rec.Cordoned {
 		node = nil // the drain changed it: read it again
 	}
-	return assignOver(ctx, e.client, name, node, carrier, target, rec.Previous)
+	return assignOver(ctx, e.client, name, node, carrier, target, pin, rec.Previous)
 }
 
 // maxAssignConflicts bounds assignOver's attempts on a Node that keeps
@@ -403,7 +410,7 @@ const maxAssignConflicts = 5
 // anything else was assigned outside the rollout meanwhile (during its
 // drain, say): it is left as it is, and its error, the one NextPhase gives
 // such a node, halts the rollout.
-func assignOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, carrier source.Carrier, target, previous *corev1.NodeConfigSource) error {
+func assignOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, carrier source.Carrier, target *corev1.NodeConfigSource, pin *source.Pin, previous *corev1.NodeConfigSource) error {
 	for range maxAssignConflicts {
 		if node == nil {
 			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -417,12 +424,12 @@ func assignOver(ctx context.Context, client kubernetes.Interface, name string, n
 			return fmt.Errorf("assign node %q: %w", name, err)
 		}
 		switch {
-		case source.Equal(holds, target):
+		case source.Holds(node, target, pin):
 			return nil // another client driving the rollout assigned it
 		case !source.Equal(holds, previous):
 			return errors.New(changedOutside(holds, previous))
 		}
-		err = assignVia(ctx, client, name, carrier, target, node.ResourceVersion)
+		err = assignVia(ctx, client, name, carrier, target, pin, node.ResourceVersion)
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -468,11 +475,11 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 	return carrier, nil
 }
 
-// assignVia sets node's assignment to target through carrier, on the Node
-// at resourceVersion rv only (any version when rv is empty); the error
-// wraps the apiserver's Conflict otherwise.
-func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource, rv string) error {
-	patch, err := source.AssignPatchAt(carrier, target, rv)
+// assignVia sets node's assignment to target pinned by pin through
+// carrier, on the Node at resourceVersion rv only (any version when rv is
+// empty); the error wraps the apiserver's Conflict otherwise.
+func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource, pin *source.Pin, rv string) error {
+	patch, err := source.AssignPatchAt(carrier, target, pin, rv)
 	if err != nil {
 		return fmt.Errorf("assign node %q: %w", node, err)
 	}

@@ -378,7 +378,7 @@ func TestRunResumesWhatADeadClientRecorded(t *testing.T) {
 	if _, err := (&Store{Client: client, Namespace: source.DefaultNamespace}).Create(ctx, r, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := assignVia(ctx, client, "n1", source.Annotation, cm("good"), ""); err != nil {
+	if err := assignVia(ctx, client, "n1", source.Annotation, cm("good"), nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})

@@ -292,7 +292,7 @@ func TestAssignOver(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old"), ""); err != nil {
+			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old"), nil, ""); err != nil {
 				t.Fatal(err)
 			}
 			cached, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
@@ -311,7 +311,7 @@ func TestAssignOver(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err = assignOver(ctx, client, names[0], cached, source.Annotation, cm("new"), cm("old"))
+			err = assignOver(ctx, client, names[0], cached, source.Annotation, cm("new"), nil, cm("old"))
 			gotErr := ""
 			if err != nil {
 				gotErr = err.Error()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -83,9 +84,17 @@ type Spec struct {
 	// Config is the target of every node; nil means the node's local config
 	// (rollout start --to-local).
 	Config *corev1.NodeConfigSource `json:"config,omitempty"`
+	// Pin pins Config: the digest of its bytes when the rollout started
+	// and the unsafe classes it allows (rollout start --allow-unsafe).
+	// Every node gets this pin, so an edit of the ConfigMap during the
+	// rollout reaches no node.
+	Pin *source.Pin `json:"pin,omitempty"`
 	// Targets overrides Config per node: undo sends each node back to what
 	// it ran before. A node listed with null goes back to its local config.
 	Targets map[string]*corev1.NodeConfigSource `json:"targets,omitempty"`
+	// TargetPins pins Targets, per node: undo gives each node back its
+	// previous pin.
+	TargetPins map[string]*source.Pin `json:"targetPins,omitempty"`
 	// Nodes lists the nodes in rollout order.
 	Nodes []string `json:"nodes"`
 	// Selector is how the nodes were chosen (-l), for display; "" for named
@@ -142,6 +151,8 @@ type NodeStatus struct {
 	// Previous is the assignment the node had before the rollout started
 	// it, which undo goes back to; nil means its local config.
 	Previous *corev1.NodeConfigSource `json:"previous,omitempty"`
+	// PreviousPin is Previous's pin.
+	PreviousPin *source.Pin `json:"previousPin,omitempty"`
 	// Error is the node's error for its target, when Failed.
 	Error string `json:"error,omitempty"`
 	// Cordoned: the rollout cordoned the node to drain it and has not
@@ -152,12 +163,13 @@ type NodeStatus struct {
 	Finished *metav1.MicroTime `json:"finished,omitempty"`
 }
 
-// Target is the config node must end on; nil means its local config.
-func (s *Spec) Target(node string) *corev1.NodeConfigSource {
+// Target is the config node must end on, with its pin; nil means its local
+// config.
+func (s *Spec) Target(node string) (*corev1.NodeConfigSource, *source.Pin) {
 	if t, ok := s.Targets[node]; ok {
-		return t
+		return t, s.TargetPins[node]
 	}
-	return s.Config
+	return s.Config, s.Pin
 }
 
 // NodeStatus returns node's status; Waiting when it has none.
@@ -195,10 +207,17 @@ func (in *Rollout) DeepCopyInto(out *Rollout) {
 	*out = *in
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Config = in.Spec.Config.DeepCopy()
+	out.Spec.Pin = in.Spec.Pin.DeepCopy()
 	if in.Spec.Targets != nil {
 		out.Spec.Targets = make(map[string]*corev1.NodeConfigSource, len(in.Spec.Targets))
 		for k, v := range in.Spec.Targets {
 			out.Spec.Targets[k] = v.DeepCopy()
+		}
+	}
+	if in.Spec.TargetPins != nil {
+		out.Spec.TargetPins = make(map[string]*source.Pin, len(in.Spec.TargetPins))
+		for k, v := range in.Spec.TargetPins {
+			out.Spec.TargetPins[k] = v.DeepCopy()
 		}
 	}
 	out.Spec.Nodes = append([]string(nil), in.Spec.Nodes...)
@@ -210,6 +229,7 @@ func (in *Rollout) DeepCopyInto(out *Rollout) {
 		out.Status.Nodes = make(map[string]NodeStatus, len(in.Status.Nodes))
 		for k, v := range in.Status.Nodes {
 			v.Previous = v.Previous.DeepCopy()
+			v.PreviousPin = v.PreviousPin.DeepCopy()
 			if v.Started != nil {
 				v.Started = v.Started.DeepCopy()
 			}

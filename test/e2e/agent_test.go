@@ -231,7 +231,7 @@ func TestAgent(t *testing.T) {
 		// annotation as an operator's kubectl patch would.
 		patch, err := source.AssignPatch(source.Annotation, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
 			Namespace: "kube-system", Name: "agent-missing", KubeletConfigKey: "kubelet",
-		}})
+		}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,9 +254,11 @@ func TestAgent(t *testing.T) {
 			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
 		}
 
-		// The same agent picks the ConfigMap up once it exists.
+		// Once it exists and the operator assigns it (which pins its
+		// bytes), the same agent applies it.
 		began := time.Now()
 		createConfigMap(t, c, "agent-missing", withPods(47, nil))
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-missing")
 		waitStatus(t, c, n.Name, time.Minute, "active agent-missing", func(st *corev1.NodeConfigStatus) bool {
 			return st != nil && st.Error == "" && isCM(st.Active, "agent-missing")
 		})

@@ -295,7 +295,7 @@ func TestAssignStatusReset(t *testing.T) {
 		// Its own status, through nodes/status, as the agent writes it.
 		writeStatusAsAgent(t, c, 0, &corev1.NodeConfigStatus{Assigned: want, Active: want})
 		// Its own assignment annotation on the Node itself.
-		patch, err := source.AssignPatch(source.Annotation, want)
+		patch, err := source.AssignPatch(source.Annotation, want, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -254,9 +254,19 @@ func assignAndWatch(ctx context.Context, client kubernetes.Interface, node strin
 	}
 	defer w.Stop()
 
-	patch, err := source.AssignPatch(carrier, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
+	src := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
 		Namespace: source.DefaultNamespace, Name: name, KubeletConfigKey: source.DefaultKey,
-	}})
+	}}
+	cm, err := client.CoreV1().ConfigMaps(source.DefaultNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	payload, err := source.Payload(cm, source.DefaultKey)
+	if err != nil {
+		return 0, "", err
+	}
+	// Pinned, as kubectl dkc assign pins.
+	patch, err := source.AssignPatch(carrier, src, source.NewPin(src, payload, nil))
 	if err != nil {
 		return 0, "", err
 	}

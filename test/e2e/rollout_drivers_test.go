@@ -90,7 +90,7 @@ func TestRolloutDrivers(t *testing.T) {
 			t.Fatal(err)
 		}
 		patch, err := source.AssignPatchAt(source.Annotation, &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
-			Namespace: "kube-system", Name: "never-applied", KubeletConfigKey: "kubelet"}}, stale.ResourceVersion)
+			Namespace: "kube-system", Name: "never-applied", KubeletConfigKey: "kubelet"}}, nil, stale.ResourceVersion)
 		if err != nil {
 			t.Fatal(err)
 		}

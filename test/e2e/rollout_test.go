@@ -237,8 +237,7 @@ func TestRollout(t *testing.T) {
 	t.Run("drain: refused without --drain; evicts the bound pod and uncordons", func(t *testing.T) {
 		n := names[0]
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "ro-topology", Namespace: "kube-system",
-				Annotations: map[string]string{source.AllowUnsafeAnnotation: "resource-managers"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "ro-topology", Namespace: "kube-system"},
 			Data: map[string]string{"kubelet": partial("topologyManagerPolicy: best-effort\n")},
 		}
 		createTestConfigMap(t, c.Client, cm)
@@ -264,7 +263,13 @@ func TestRollout(t *testing.T) {
 		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		r = dkc(t, c, "", "rollout", "start", "--config", "ro-topology", n, "--name", "drain", "--drain", "--drain-force", "--drain-timeout", "1m", "--wait", "--timeout", "3m")
+		// The agents refuse a resource manager change unless the
+		// rollout allows it.
+		r = dkc(t, c, "", "rollout", "start", "--config", "ro-topology", n, "--drain", "--wait")
+		if r.ExitCode != 1 || !strings.Contains(r.Stderr, "--allow-unsafe=resource-managers") {
+			t.Errorf("without --allow-unsafe: exit %d, stderr %q; want 1 naming --allow-unsafe=resource-managers", r.ExitCode, r.Stderr)
+		}
+		r = dkc(t, c, "", "rollout", "start", "--config", "ro-topology", n, "--name", "drain", "--drain", "--allow-unsafe=resource-managers", "--drain-force", "--drain-timeout", "1m", "--wait", "--timeout", "3m")
 		if r.ExitCode != 0 {
 			t.Fatalf("rollout --drain: exit %d", r.ExitCode)
 		}

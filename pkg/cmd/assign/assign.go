@@ -36,9 +36,11 @@ type Options struct {
 	Namespace string
 	Key       string
 	Carrier   string
-	DryRun    string
-	Wait      bool
-	Timeout   time.Duration
+	// AllowUnsafe is --allow-unsafe: the safety classes the pin allows.
+	AllowUnsafe string
+	DryRun      string
+	Wait        bool
+	Timeout     time.Duration
 
 	PrintFlags *genericclioptions.PrintFlags
 
@@ -72,6 +74,15 @@ namespace (-n, default kube-system) and hold the config under --key (default
 "kubelet"). The dkc agent on each node then applies it and reports status;
 watch it with kubectl dkc status, or add --wait.
 
+The assignment pins the ConfigMap's bytes: it records the sha256 of the
+config as it is now, and the agent applies only bytes with that digest. A
+ConfigMap edited (or re-created) after it was assigned is not applied: the
+node reports the mismatch and keeps its kubelet as it is, until you assign
+again. Changes that could hand the node to the config's author or weaken it
+(see docs/security.md) are refused by the agent unless the assignment allows
+their class: --allow-unsafe=CLASS[,CLASS]. The refusal names the flag that
+allows it. An allow-unsafe annotation on the ConfigMap is not honoured.
+
 The assignment is carried in spec.configSource where the apiserver keeps it
 (before 1.26), else in the annotation ` + source.AssignedAnnotation + `.
 --carrier=auto detects this per node with a server-side dry-run.
@@ -99,6 +110,9 @@ With --wait, exit codes are:
   # Assign it to every node labelled pool=canary
   kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb
 
+  # Allow a change of the CPU manager policy (refused otherwise)
+  kubectl dkc assign node-1 --config cpu-static-8m2kd9g6fc --allow-unsafe=resource-managers
+
   # Show what would change without changing anything
   kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server
 
@@ -119,6 +133,7 @@ With --wait, exit codes are:
 	o.Nodes.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config (required).")
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
+	util.AddAllowUnsafeFlag(cmd, &o.AllowUnsafe)
 	cmd.Flags().StringVar(&o.Carrier, "carrier", o.Carrier, "Where to store the assignment: auto (detect per node), native (spec.configSource) or annotation.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned, sending nothing (the carrier is assumed, see --carrier); with server, send the patches as server-side dry-runs.`)
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs the assigned config, or reports an error for it.")
@@ -158,6 +173,9 @@ func (o *Options) Validate() error {
 	if _, err := source.ParseCarrier(o.Carrier); err != nil {
 		return err
 	}
+	if _, err := util.ParseAllowUnsafe(o.AllowUnsafe); err != nil {
+		return err
+	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
 		return err
 	}
@@ -188,7 +206,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if _, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut); err != nil {
+	_, payload, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut)
+	if err != nil {
 		return err
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
@@ -196,6 +215,8 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	src := o.Source()
+	allow, _ := util.ParseAllowUnsafe(o.AllowUnsafe) // Validate checked it
+	pin := source.NewPin(src, payload, allow)
 	o.warnRestarts(nodes, src)
 	now := time.Now()
 	var errs []error
@@ -205,7 +226,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if dkcstatus.Agent(&nodes[i], now) == dkcstatus.AgentNone {
 			fmt.Fprintf(o.ErrOut, "Warning: node/%s: no dkc agent has reported on this node yet; unless one runs there, nothing will apply the assignment (%s)\n", nodes[i].Name, dkcstatus.InstallHint)
 		}
-		note, err := o.assign(ctx, &nodes[i], src)
+		note, err := o.assign(ctx, &nodes[i], src, pin)
 		if note != "" && !notes.Has(note) {
 			notes.Insert(note)
 			fmt.Fprintf(o.ErrOut, "Warning: %s\n", note)
@@ -242,12 +263,12 @@ func (o *Options) warnRestarts(nodes []corev1.Node, src *corev1.NodeConfigSource
 // assign assigns src to node through the carrier the flags ask for, and
 // prints the result. note, when not empty, says what a client dry run
 // assumed instead of asking the apiserver.
-func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.NodeConfigSource) (note string, err error) {
+func (o *Options) assign(ctx context.Context, node *corev1.Node, src *corev1.NodeConfigSource, pin *source.Pin) (note string, err error) {
 	carrier, note, err := o.carrier(ctx, node)
 	if err != nil {
 		return note, err
 	}
-	patch, err := source.AssignPatch(carrier, src)
+	patch, err := source.AssignPatch(carrier, src, pin)
 	if err != nil {
 		return note, fmt.Errorf("assign node %q: %w", node.Name, err)
 	}

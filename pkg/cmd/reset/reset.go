@@ -181,7 +181,7 @@ func (o *Options) reset(ctx context.Context, node *corev1.Node) error {
 		return o.print(node, "already on its local config", util.DryRunNone)
 	}
 	// A nil source clears both carriers, whichever is named.
-	patch, err := source.AssignPatch(source.Annotation, nil)
+	patch, err := source.AssignPatch(source.Annotation, nil, nil)
 	if err != nil {
 		return fmt.Errorf("reset node %q: %w", node.Name, err)
 	}

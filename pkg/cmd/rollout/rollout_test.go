@@ -77,7 +77,7 @@ func TestUndoSpec(t *testing.T) {
 		Drain:          []string{"n2"},
 	})
 	orig.Status.Nodes = map[string]rollout.NodeStatus{
-		"n1": {Phase: rollout.Succeeded, Previous: cm("old"), Started: &now},
+		"n1": {Phase: rollout.Succeeded, Previous: cm("old"), PreviousPin: source.NewPin(cm("old"), []byte("old bytes"), nil), Started: &now},
 		"n2": {Phase: rollout.Failed, Started: &now}, // was on its local config
 		"n3": {Phase: rollout.Skipped},
 		"n4": {Phase: rollout.InProgress, Previous: cm("older"), Started: &now},
@@ -88,6 +88,7 @@ func TestUndoSpec(t *testing.T) {
 	}
 	want := rollout.Spec{
 		Targets:        map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil, "n4": cm("older")},
+		TargetPins:     map[string]*source.Pin{"n1": source.NewPin(cm("old"), []byte("old bytes"), nil)},
 		Nodes:          []string{"n1", "n2", "n4"},
 		MaxUnavailable: intstr.FromString("50%"),
 		Canary:         1,
@@ -98,7 +99,8 @@ func TestUndoSpec(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	for n, wantTarget := range map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil} {
-		if diff := cmp.Diff(wantTarget, got.Target(n)); diff != "" {
+		target, _ := got.Target(n)
+		if diff := cmp.Diff(wantTarget, target); diff != "" {
 			t.Errorf("target of %s (-want +got):\n%s", n, diff)
 		}
 	}

@@ -44,6 +44,8 @@ type StartOptions struct {
 	Canary         int
 	Soak           time.Duration
 	OrderByLabel   string
+	// AllowUnsafe is --allow-unsafe: the safety classes the pin allows.
+	AllowUnsafe    string
 	Drain          bool
 	DrainTimeout   time.Duration
 	DrainForce     bool
@@ -157,6 +159,7 @@ Exit codes with --wait:
 	fl.IntVar(&o.Canary, "canary", o.Canary, "How many nodes go first, alone; the rest waits until they run the config and are Ready.")
 	fl.DurationVar(&o.Soak, "soak", o.Soak, "How long a finished wave must stay healthy before the next one starts.")
 	fl.StringVar(&o.OrderByLabel, "order-by-label", o.OrderByLabel, "Take nodes in the order of this label's value (nodes without it last), then by name.")
+	util.AddAllowUnsafeFlag(cmd, &o.AllowUnsafe)
 	fl.BoolVar(&o.Drain, "drain", o.Drain, "Cordon and drain the nodes where the config changes a resource manager policy, and uncordon them after their health gate.")
 	fl.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long to wait for one node's pods to be evicted; 0 means forever.")
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
@@ -195,6 +198,11 @@ func (o *StartOptions) Validate() error {
 		return errors.New("--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it), or use --to-local")
 	case o.Config != "" && o.ToLocal:
 		return errors.New("--config and --to-local exclude each other: roll out a config, or go back to local")
+	case o.AllowUnsafe != "" && o.ToLocal:
+		return errors.New("--allow-unsafe cannot be used with --to-local: a node's local config is not checked by its agent")
+	}
+	if _, err := util.ParseAllowUnsafe(o.AllowUnsafe); err != nil {
+		return err
 	}
 	if o.Config != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.Config); len(msgs) > 0 {
@@ -250,12 +258,17 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.IOStreams, false)
 	}
 	target := o.target()
-	var cm *corev1.ConfigMap
+	allow, err := util.ParseAllowUnsafe(o.AllowUnsafe)
+	if err != nil {
+		return err
+	}
+	var pin *source.Pin
 	if target != nil {
-		var err error
-		if cm, err = util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut); err != nil {
+		_, payload, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut)
+		if err != nil {
 			return err
 		}
+		pin = source.NewPin(target, payload, allow)
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
@@ -268,13 +281,14 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if err := checkOverlap(ctx, store, nodes); err != nil {
 		return err
 	}
-	drain, err := o.planDrain(ctx, nodes, target, cm)
+	drain, err := o.planDrain(ctx, nodes, target, allow)
 	if err != nil {
 		return err
 	}
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
 	spec := rollout.Spec{
 		Config:         target,
+		Pin:            pin,
 		Nodes:          rollout.Order(nodes, o.OrderByLabel),
 		Selector:       o.Nodes.Selector,
 		MaxUnavailable: maxUnavailable,
@@ -327,7 +341,7 @@ func (o *StartOptions) name() string {
 
 // planDrain lists the nodes to drain, or refuses a config that needs a
 // drain without --drain, or one the agents would refuse.
-func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, target *corev1.NodeConfigSource, cm *corev1.ConfigMap) ([]string, error) {
+func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, target *corev1.NodeConfigSource, allowUnsafe []string) ([]string, error) {
 	planner := &rollout.DrainPlanner{Client: o.Client, Warn: func(format string, args ...any) {
 		fmt.Fprintf(o.ErrOut, "Warning: "+format+"\n", args...)
 	}}
@@ -348,11 +362,13 @@ func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, targe
 		return nil, fmt.Errorf("%s changes %s on %s: the kubelet must not run pods through that change: add --drain to cordon and drain each such node first",
 			what, rollout.FormatChanges(first.Changes), where)
 	}
-	if cm != nil {
-		if refused := kubeletconfig.Refused(first.Changes, cm.Annotations[source.AllowUnsafeAnnotation]); len(refused) > 0 {
-			return nil, fmt.Errorf("%s changes %s, which the agents refuse unless the ConfigMap opts in: annotate it with %s=%s",
-				what, rollout.FormatChanges(refused), source.AllowUnsafeAnnotation, rollout.DrainClass)
-		}
+	allowed := make([]kubeletconfig.SafetyClass, len(allowUnsafe))
+	for i, c := range allowUnsafe {
+		allowed[i] = kubeletconfig.SafetyClass(c)
+	}
+	if refused := kubeletconfig.Refused(first.Changes, allowed); len(refused) > 0 {
+		return nil, fmt.Errorf("%s: the agents would refuse the change unless the rollout allows it: %s",
+			what, strings.Replace(kubeletconfig.FormatRefusal(refused), "assign again with", "start the rollout with", 1))
 	}
 	names := make([]string, len(needs))
 	for i, n := range needs {

@@ -149,10 +149,13 @@ func (o *UndoOptions) original(ctx context.Context, store *rollout.Store) (*roll
 
 // UndoSpec is the spec of the rollout that undoes orig: every node orig
 // started goes back to its Previous assignment, in orig's order, with its
-// budget, canary, soak and drain.
+// budget, canary, soak and drain, under its previous pin (the bytes it was
+// assigned before; a node that held no pin gets none, and its agent refuses
+// until it is assigned again).
 func UndoSpec(orig *rollout.Rollout) (rollout.Spec, error) {
 	spec := rollout.Spec{
 		Targets:        map[string]*corev1.NodeConfigSource{},
+		TargetPins:     map[string]*source.Pin{},
 		Selector:       orig.Spec.Selector,
 		MaxUnavailable: orig.Spec.MaxUnavailable,
 		Canary:         orig.Spec.Canary,
@@ -172,6 +175,9 @@ func UndoSpec(orig *rollout.Rollout) (rollout.Spec, error) {
 		}
 		spec.Nodes = append(spec.Nodes, n)
 		spec.Targets[n] = ns.Previous
+		if ns.PreviousPin != nil {
+			spec.TargetPins[n] = ns.PreviousPin
+		}
 	}
 	if len(spec.Nodes) == 0 {
 		return spec, errors.New("nothing to undo: the rollout started no node")

@@ -15,27 +15,41 @@ import (
 )
 
 // AssignableConfigMap gets the ConfigMap namespace/name that assign and
-// rollout start are about to put on nodes, and checks that it holds key
-// (source.Payload's rule). It warns on errOut when kubectl dkc push did not
-// create it. Its errors say how to fix the flags.
-func AssignableConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name, key string, errOut io.Writer) (*corev1.ConfigMap, error) {
+// rollout start are about to put on nodes, checks that it holds key
+// (source.Payload's rule), and returns it with the bytes under key: the
+// bytes the assignment pins. It warns on errOut when kubectl dkc push did
+// not create it, and when it carries source.AllowUnsafeAnnotation, which
+// no agent honours. Its errors say how to fix the flags.
+func AssignableConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name, key string, errOut io.Writer) (*corev1.ConfigMap, []byte, error) {
 	ref := namespace + "/" + name
 	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("configmap %q not found: push it with kubectl dkc push, or name its namespace with -n", ref)
+		return nil, nil, fmt.Errorf("configmap %q not found: push it with kubectl dkc push, or name its namespace with -n", ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get configmap %q: %w", ref, err)
+		return nil, nil, fmt.Errorf("get configmap %q: %w", ref, err)
 	}
-	if _, err := source.Payload(cm, key); err != nil {
+	payload, err := source.Payload(cm, key)
+	if err != nil {
 		var missing *source.KeyNotFoundError
 		if errors.As(err, &missing) && len(missing.Keys) > 0 {
-			return nil, fmt.Errorf("%w; choose one with --key", err)
+			return nil, nil, fmt.Errorf("%w; choose one with --key", err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if _, ok := cm.Labels[source.ConfigLabel]; !ok {
 		fmt.Fprintf(errOut, "Warning: configmap %q has no label %s: it was not pushed by kubectl dkc push\n", ref, source.ConfigLabel)
 	}
-	return cm, nil
+	WarnAllowUnsafeAnnotation(errOut, cm)
+	return cm, payload, nil
+}
+
+// WarnAllowUnsafeAnnotation warns on errOut when cm carries
+// source.AllowUnsafeAnnotation: no agent honours it, because the opt-in is
+// the assigner's.
+func WarnAllowUnsafeAnnotation(errOut io.Writer, cm *corev1.ConfigMap) {
+	if v, ok := cm.Annotations[source.AllowUnsafeAnnotation]; ok {
+		fmt.Fprintf(errOut, "Warning: configmap %q carries %s=%s, which no agent honours: the opt-in is the assigner's (--allow-unsafe=CLASS on assign or rollout start)\n",
+			cm.Namespace+"/"+cm.Name, source.AllowUnsafeAnnotation, v)
+	}
 }
