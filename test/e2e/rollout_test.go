@@ -238,7 +238,7 @@ func TestRollout(t *testing.T) {
 		n := names[0]
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "ro-topology", Namespace: "kube-system"},
-			Data: map[string]string{"kubelet": partial("topologyManagerPolicy: best-effort\n")},
+			Data:       map[string]string{"kubelet": partial("topologyManagerPolicy: best-effort\n")},
 		}
 		createTestConfigMap(t, c.Client, cm)
 		r := dkc(t, c, "", "rollout", "start", "--config", "ro-topology", n, "--wait")

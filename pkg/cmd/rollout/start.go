@@ -45,14 +45,14 @@ type StartOptions struct {
 	Soak           time.Duration
 	OrderByLabel   string
 	// AllowUnsafe is --allow-unsafe: the safety classes the pin allows.
-	AllowUnsafe    string
-	Drain          bool
-	DrainTimeout   time.Duration
-	DrainForce     bool
-	DrainEmptyDir  bool
-	DryRun         string
-	Wait           bool
-	Timeout        time.Duration
+	AllowUnsafe   string
+	Drain         bool
+	DrainTimeout  time.Duration
+	DrainForce    bool
+	DrainEmptyDir bool
+	DryRun        string
+	Wait          bool
+	Timeout       time.Duration
 	// Driver is set in the background process that start without --wait
 	// leaves behind: drive the named rollout, created already.
 	Driver string
