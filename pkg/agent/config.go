@@ -2,10 +2,12 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -40,10 +42,17 @@ func internalError(err error) *configError {
 }
 
 // check decodes and validates payload in the writer's mode, previews the
-// effective config and refuses unsafe changes from current (the effective
-// config now) unless the assigner allowed their class (allowUnsafe, from
-// the pin). It touches nothing.
-func (a *Agent) check(payload []byte, current []byte, allowUnsafe []string) *configError {
+// effective config and refuses unsafe changes unless the assigner allowed
+// their class (allowUnsafe, from the pin). It touches nothing.
+//
+// A change is a field whose new value differs both from current (the
+// effective config now) and from what the kubelet runs (its /configz, when
+// it answers): a config taken from a snapshot spells out values the
+// kubelet computed or took from its flags (tlsCertFile under its cert dir,
+// a runtime endpoint given as a flag), and setting a field to what the
+// kubelet already runs changes nothing it does. A kubelet that does not
+// answer leaves the stricter comparison with the file alone.
+func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allowUnsafe []string) *configError {
 	if a.Writer.Mode() == kubelet.DropIn {
 		partial, _, err := kubeletconfig.DecodePartial(payload, kubeletconfig.DecodeOptions{})
 		if err != nil {
@@ -68,14 +77,49 @@ func (a *Agent) check(payload []byte, current []byte, allowUnsafe []string) *con
 	if err != nil {
 		return internalError(fmt.Errorf("current kubelet config: %w", err))
 	}
+	changes := kubeletconfig.Classify(old, cfg)
+	if live := a.running(ctx, current); live != nil {
+		changes = alsoChanged(changes, kubeletconfig.Classify(live, cfg))
+	}
 	allowed := make([]kubeletconfig.SafetyClass, len(allowUnsafe))
 	for i, c := range allowUnsafe {
 		allowed[i] = kubeletconfig.SafetyClass(c)
 	}
-	if refused := kubeletconfig.Refused(kubeletconfig.Classify(old, cfg), allowed); len(refused) > 0 {
+	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
 		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
 	}
 	return nil
+}
+
+// running returns the config the kubelet runs, from its /configz, or nil
+// when the kubelet does not answer or its answer does not decode.
+func (a *Agent) running(ctx context.Context, current []byte) *kubeletconfigv1beta1.KubeletConfiguration {
+	raw, err := a.Prober.Running(ctx, current)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Judging the change against the kubelet's config file alone: its configz did not answer", "err", err)
+		return nil
+	}
+	cfg := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if err := json.Unmarshal(raw, cfg); err != nil {
+		klog.FromContext(ctx).Info("Judging the change against the kubelet's config file alone: its configz does not decode", "err", err)
+		return nil
+	}
+	return cfg
+}
+
+// alsoChanged keeps the changes whose field is among others' fields.
+func alsoChanged(changes, others []kubeletconfig.Change) []kubeletconfig.Change {
+	fields := make(map[string]bool, len(others))
+	for _, c := range others {
+		fields[c.Field] = true
+	}
+	var out []kubeletconfig.Change
+	for _, c := range changes {
+		if fields[c.Field] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // decodeLenient decodes the config the kubelet runs now, which may predate

@@ -62,6 +62,11 @@ func (healthProber) Probe(_ context.Context, want kubelet.Expectation) error {
 	return nil
 }
 
+// Running fails: changes are judged against the config file alone.
+func (healthProber) Running(context.Context, []byte) ([]byte, error) {
+	return nil, errors.New("no configz")
+}
+
 // crashEnv is an agent with the real store and the real kubelet config
 // writer on files in dir, all writes through fsys.
 type crashEnv struct {

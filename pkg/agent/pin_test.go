@@ -163,3 +163,45 @@ func jsonString(v any) (string, error) {
 	outer, err := json.Marshal(string(inner))
 	return string(outer), err
 }
+
+// A change is judged against what the kubelet runs as well as its config
+// file: a config from a snapshot spells out what the kubelet computed or
+// took from its flags (here its serving certificate under its cert dir),
+// and setting a field to what the kubelet runs changes nothing. Without an
+// answer from the kubelet, the file alone judges, and such a field is
+// refused.
+func TestChangesJudgedAgainstTheRunningKubelet(t *testing.T) {
+	snapshot := `{` + header + `,"maxPods":42,"tlsCertFile":"/var/lib/kubelet/pki/kubelet.crt"}`
+	tests := map[string]struct {
+		live      string
+		wantError string
+	}{
+		"the kubelet runs the snapshot's value": {
+			live: `{"maxPods":110,"tlsCertFile":"/var/lib/kubelet/pki/kubelet.crt"}`,
+		},
+		"the kubelet runs another value": {
+			live:      `{"maxPods":110,"tlsCertFile":"/etc/kubernetes/pki/kubelet.crt"}`,
+			wantError: `failed to validate config, see Kubelet log for details: refused unsafe change: tlsCertFile "" -> "/var/lib/kubelet/pki/kubelet.crt" (host-access); to allow it, assign again with --allow-unsafe=host-access`,
+		},
+		"the kubelet does not answer": {
+			wantError: `failed to validate config, see Kubelet log for details: refused unsafe change: tlsCertFile "" -> "/var/lib/kubelet/pki/kubelet.crt" (host-access); to allow it, assign again with --allow-unsafe=host-access`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.live != "" {
+				e.prober.Live = []byte(tc.live)
+			}
+			e.configMap(t, "a", snapshot, nil)
+			e.assign(t, "a")
+			e.sync(t)
+			diff(t, "status error", tc.wantError, e.status(t).Error)
+			if tc.wantError == "" {
+				diff(t, "kubelet config", snapshot, string(e.writer.Current))
+			} else {
+				diff(t, "kubelet config", local, string(e.writer.Current))
+			}
+		})
+	}
+}

@@ -108,4 +108,9 @@ type Expectation struct {
 // and an error describing what failed when ctx ends first.
 type Prober interface {
 	Probe(ctx context.Context, want Expectation) error
+	// Running returns the JSON of the config the kubelet runs now, as its
+	// /configz shows it (flags and computed values merged over its files),
+	// asking the kubelet at the address of current, the effective config
+	// it was started on. It fails when the kubelet does not answer.
+	Running(ctx context.Context, current []byte) ([]byte, error)
 }

@@ -248,6 +248,43 @@ func (p *HealthProber) Probe(ctx context.Context, want Expectation) error {
 	}
 }
 
+// Running reads the kubelet's /configz once, at the address of current.
+func (p *HealthProber) Running(ctx context.Context, current []byte) ([]byte, error) {
+	cur, err := decodeGeneric(current)
+	if err != nil {
+		return nil, fmt.Errorf("current config: %w", err)
+	}
+	base, err := p.kubeletURL(cur)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.KubeletClient == nil {
+		return nil, fmt.Errorf("no client for the kubelet at %s", base)
+	}
+	return p.configz(ctx, base+"/configz")
+}
+
+// configz returns the kubeletconfig object of the kubelet's /configz at url.
+func (p *HealthProber) configz(ctx context.Context, url string) ([]byte, error) {
+	resp, raw, err := p.get(ctx, p.cfg.KubeletClient, url)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &kubeletAnswer{url: url, status: resp.Status, code: resp.StatusCode, body: bytes.TrimSpace(raw)}
+	}
+	var body struct {
+		KubeletConfig json.RawMessage `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, fmt.Errorf("decode response: %w", err)
+	}
+	if len(body.KubeletConfig) == 0 || string(body.KubeletConfig) == "null" {
+		return nil, kubeletconfig.ErrNoKubeletConfig
+	}
+	return body.KubeletConfig, nil
+}
+
 // attempt runs the three checks once; open is the unauthenticated healthz
 // URL, "" when there is none. kubeletOK reports whether healthz passed and
 // configz passed or was left unverified; unverified is why configz was,
@@ -410,23 +447,11 @@ func (p *HealthProber) checkHealthz(ctx context.Context, client *http.Client, ur
 }
 
 func (p *HealthProber) checkConfigz(ctx context.Context, url string, want map[string]any) error {
-	resp, raw, err := p.get(ctx, p.cfg.KubeletClient, url)
+	running, err := p.configz(ctx, url)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return &kubeletAnswer{url: url, status: resp.Status, code: resp.StatusCode, body: bytes.TrimSpace(raw)}
-	}
-	var body struct {
-		KubeletConfig json.RawMessage `json:"kubeletconfig"`
-	}
-	if err := json.Unmarshal(raw, &body); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	if len(body.KubeletConfig) == 0 || string(body.KubeletConfig) == "null" {
-		return kubeletconfig.ErrNoKubeletConfig
-	}
-	got, err := decodeGeneric(body.KubeletConfig)
+	got, err := decodeGeneric(running)
 	if err != nil {
 		return fmt.Errorf("decode response: %w", err)
 	}

@@ -738,3 +738,23 @@ func TestProbeRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestRunning reads the kubelet's configz once, as it answers it.
+func TestRunning(t *testing.T) {
+	n := healthyNode()
+	s := startFakeNode(t, n)
+	got, err := s.prober(t).Running(context.Background(), []byte(`{"maxPods":110}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(`{"maxPods":42,"syncFrequency":"1m0s","healthzPort":10248}`, string(got)); diff != "" {
+		t.Errorf("running config (-want +got):\n%s", diff)
+	}
+
+	n.mu.Lock()
+	n.kubeletCode = http.StatusForbidden
+	n.mu.Unlock()
+	if _, err := s.prober(t).Running(context.Background(), []byte(`{"maxPods":110}`)); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("Running on a kubelet that answers 403: %v, want the 403", err)
+	}
+}

@@ -5,6 +5,7 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -181,9 +182,22 @@ type FakeProber struct {
 	// it returns, without the lock held: a test's stand-in for what the
 	// real probe sees meanwhile, such as calling want.Running.
 	OnProbe func(want kubelet.Expectation)
+	// Live is what Running returns: the kubelet's configz; nil makes
+	// Running fail, as for a kubelet that does not answer.
+	Live []byte
 }
 
 var _ kubelet.Prober = &FakeProber{}
+
+// Running returns Live, or an error when Live is nil.
+func (p *FakeProber) Running(ctx context.Context, current []byte) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Live == nil {
+		return nil, errors.New("fake kubelet: no configz")
+	}
+	return p.Live, nil
+}
 
 // Probe records want and returns the next result.
 func (p *FakeProber) Probe(ctx context.Context, want kubelet.Expectation) error {
