@@ -46,6 +46,9 @@ type NodeConfig struct {
 	Carrier source.Carrier `json:"carrier,omitempty"`
 	// ConfigSource is the requested assignment; nil means the local config.
 	ConfigSource *corev1.NodeConfigSource `json:"configSource,omitempty"`
+	// Pin is the assignment's pin: the digest of the bytes the node may
+	// apply and the unsafe classes it allows; nil when the node holds none.
+	Pin *source.Pin `json:"pin,omitempty"`
 	// Status is what the node reports; nil when it reports nothing.
 	Status *corev1.NodeConfigStatus `json:"status,omitempty"`
 	// Agent says whether a dkc agent looks after the node: none, ready,
@@ -81,6 +84,11 @@ func FromNodeAt(node *corev1.Node, now time.Time) (NodeConfig, error) {
 	if err != nil {
 		return item, err
 	}
+	if src != nil {
+		if item.Pin, err = source.PinOf(node); err != nil {
+			return item, err
+		}
+	}
 	item.ConfigSource, item.Status, item.Carrier = src, st, assignedCarrier
 	item.Agent = Agent(node, now)
 	if item.Carrier == "" {
@@ -110,6 +118,7 @@ func (in *NodeConfig) DeepCopyInto(out *NodeConfig) {
 	*out = *in
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.ConfigSource = in.ConfigSource.DeepCopy()
+	out.Pin = in.Pin.DeepCopy()
 	out.Status = in.Status.DeepCopy()
 }
 

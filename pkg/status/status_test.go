@@ -78,6 +78,7 @@ func (i *item) requested(src *corev1.NodeConfigSource) *item {
 	return i
 }
 func (i *item) agent(a AgentState) *item { i.Agent = a; return i }
+func (i *item) pin(p *source.Pin) *item  { i.Pin = p; return i }
 func (i *item) status(assigned, active, lkg *corev1.NodeConfigSource, errText string) *item {
 	i.Status = &corev1.NodeConfigStatus{Assigned: assigned, Active: active, LastKnownGood: lkg, Error: errText}
 	return i
@@ -151,9 +152,9 @@ func fleet() []NodeConfig {
 	return []NodeConfig{
 		newItem("node-c-failed").carrier(source.Annotation).requested(cm("bad-k7t9m2")).
 			status(ckpt("bad-k7t9m2", "812"), ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), ValidateError).agent(AgentReady).NodeConfig,
-		newItem("node-a-active").carrier(source.Native).requested(cm("good-5f8h4c")).
+		newItem("node-a-active").carrier(source.Native).requested(cm("good-5f8h4c")).pin(source.NewPin(cm("good-5f8h4c"), []byte("good"), []string{"security"})).
 			status(ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), ckpt("good-5f8h4c", "700"), "").agent(AgentReady).NodeConfig,
-		newItem("node-b-pending").carrier(source.Annotation).requested(cm("good-5f8h4c")).
+		newItem("node-b-pending").carrier(source.Annotation).requested(cm("good-5f8h4c")).pin(source.NewPin(cm("good-5f8h4c"), []byte("good"), nil)).
 			status(nil, nil, nil, "").agent(AgentStale).NodeConfig,
 		newItem("node-d-unreported").agent(AgentNone).NodeConfig,
 		newItem("node-e-odd").carrier(source.Annotation).requested(otherKey).

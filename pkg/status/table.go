@@ -23,14 +23,16 @@ const (
 // PrintTable writes items to w as a table sorted by node name, with the
 // columns NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD AGENT ERROR. wide adds
 // REQUESTED (the assignment the operator made, which the status can lag
-// behind) and shows each reported source with its resourceVersion. See
+// behind) and PINNED (the digest the assignment pins, shortened, with the
+// unsafe classes it allows), and shows each reported source with its
+// resourceVersion. See
 // FormatSource for how a source shows; ASSIGNED, ACTIVE and LAST-KNOWN-GOOD
 // are <none> when the node reports no status.
 func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
 	tw := printers.GetNewTabWriter(w)
 	header := []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
 	if wide {
-		header = []string{"NODE", "CARRIER", "REQUESTED", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
+		header = []string{"NODE", "CARRIER", "REQUESTED", "PINNED", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
 	}
 	if _, err := fmt.Fprintln(tw, strings.Join(header, "\t")); err != nil {
 		return err
@@ -51,7 +53,7 @@ func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
 		}
 		row := []string{item.Name, carrier, assigned, active, lkg, string(item.Agent), errText}
 		if wide {
-			row = []string{item.Name, carrier, FormatSource(item.ConfigSource, wide), assigned, active, lkg, string(item.Agent), errText}
+			row = []string{item.Name, carrier, FormatSource(item.ConfigSource, wide), formatPin(item), assigned, active, lkg, string(item.Agent), errText}
 		}
 		for i := range row {
 			row[i] = cell(row[i])
@@ -83,6 +85,18 @@ func FormatSource(src *corev1.NodeConfigSource, wide bool) string {
 		s += "@" + ref.ResourceVersion
 	}
 	return s
+}
+
+// formatPin shows the pin of item's assignment: <none> for the local
+// config, <unpinned> for an assignment without a pin for it.
+func formatPin(item NodeConfig) string {
+	if item.ConfigSource == nil {
+		return none
+	}
+	if !item.Pin.For(item.ConfigSource) {
+		return "<unpinned>"
+	}
+	return item.Pin.Describe()
 }
 
 // cell keeps a value on one line and out of the tab writer's way.

@@ -82,7 +82,9 @@ This is what .status.config showed. The columns are:
                    stopped after taking up the assignment shows ready.
   ERROR            why the node does not run its assignment
 -o wide adds REQUESTED, the assignment as the operator made it, which the
-status lags behind until the node's agent picks it up. -o json|yaml print a
+status lags behind until the node's agent picks it up, and PINNED, the digest
+of the bytes the assignment lets the node apply (with --allow-unsafe's
+classes), or <unpinned> for an assignment no agent applies. -o json|yaml print a
 List of NodeConfig objects, whose .status has the shape of .status.config.
 -o name prints node/NAME.
 
