@@ -170,14 +170,32 @@ func Refused(changes []Change, allowed []SafetyClass) []Change {
 	return refused
 }
 
-// FormatRefusal is the one text for refused changes, wherever they are
-// refused: each field with its old and new value and its class, then the
-// --allow-unsafe value that allows all of them.
+// FormatRefusal is the one text for refused changes, wherever an agent
+// refuses them: FormatChanges, then the --allow-unsafe value that allows all
+// of them (AllowFlag).
 func FormatRefusal(refused []Change) string {
-	parts := make([]string, len(refused))
-	seen := map[SafetyClass]bool{}
-	for i, c := range refused {
+	them := "them"
+	if len(refused) == 1 {
+		them = "it"
+	}
+	return fmt.Sprintf("%s; to allow %s, assign again with %s", FormatChanges(refused), them, AllowFlag(refused))
+}
+
+// FormatChanges shows each change as `field "old" -> "new" (class)`,
+// comma-separated.
+func FormatChanges(changes []Change) string {
+	parts := make([]string, len(changes))
+	for i, c := range changes {
 		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", c.Field, c.Old, c.New, c.Class)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// AllowFlag is the --allow-unsafe flag that allows every change of
+// changes: --allow-unsafe=CLASS[,CLASS], each class once, in help order.
+func AllowFlag(changes []Change) string {
+	seen := map[SafetyClass]bool{}
+	for _, c := range changes {
 		seen[c.Class] = true
 	}
 	var classes []string
@@ -193,11 +211,7 @@ func FormatRefusal(refused []Change) string {
 			classes = append(classes, string(c))
 		}
 	}
-	them := "them"
-	if len(refused) == 1 {
-		them = "it"
-	}
-	return fmt.Sprintf("%s; to allow %s, assign again with --allow-unsafe=%s", strings.Join(parts, ", "), them, strings.Join(classes, ","))
+	return "--allow-unsafe=" + strings.Join(classes, ",")
 }
 
 // NeedsStateReset reports whether the CPU and memory manager state files

@@ -85,11 +85,16 @@ NAME-HASH, the same name that
 so that each content has its own name and an assigned config never changes
 under a node. Pushing the same content again reports "unchanged".
 
-push warns on stderr about weak security settings: anonymous authentication
-on, authorization mode AlwaysAllow, a read-only port, or protectKernelDefaults
-set to false. The dkc agent refuses to apply such a setting to a node whose
-kubelet does not have it already, unless the ConfigMap is annotated
-` + source.AllowUnsafeAnnotation + `=security; the warning prints the command.`,
+push warns on stderr about weak security settings (anonymous authentication
+on, authorization mode AlwaysAllow, a read-only port, protectKernelDefaults
+set to false), and lists every field the config sets that could hand a node
+to the config's author or weaken it, with its safety class
+(docs/security.md): static pods, plugin and certificate paths, the runtime
+and DNS endpoints, authentication and authorization, resource managers,
+cgroups. A node's agent refuses to change such a field from what its
+kubelet runs unless the assignment allows the class; the warning names the
+flag: kubectl dkc assign --allow-unsafe=CLASS. An allow-unsafe annotation on
+a ConfigMap is not honoured.`,
 		Example: `  # Push an edited snapshot; prints configmap/my-node-config-<hash> created
   kubectl dkc push kubelet.json --name my-node-config
 
@@ -176,7 +181,7 @@ func (o *Options) Validate() error {
 
 // Run reads, checks and pushes the config.
 func (o *Options) Run(ctx context.Context) error {
-	data, weak, err := o.read()
+	data, weak, unsafe, err := o.read()
 	if err != nil {
 		return err
 	}
@@ -184,7 +189,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	o.warnWeak(cm, weak)
+	o.warnWeak(weak, unsafe)
 	if o.DryRun == util.DryRunClient {
 		return o.print(cm, "created")
 	}
@@ -195,6 +200,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	util.WarnAllowUnsafeAnnotation(o.ErrOut, out)
 	return o.print(out, op)
 }
 
@@ -208,47 +214,48 @@ func (o *Options) displayName() string {
 
 // read reads the input and checks that it is a valid KubeletConfiguration,
 // printing warnings for unknown fields when they are allowed. weak lists
-// its weak security settings.
-func (o *Options) read() (data []byte, weak []string, err error) {
+// its weak security settings, unsafe the fields it sets (away from the
+// kubelet's defaults) in a class that needs the assigner's opt-in.
+func (o *Options) read() (data []byte, weak []string, unsafe []kubeletconfig.Change, err error) {
 	if o.Filename == "-" {
 		data, err = io.ReadAll(o.In)
 	} else {
 		data, err = os.ReadFile(o.Filename)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", o.displayName(), err)
+		return nil, nil, nil, fmt.Errorf("read %s: %w", o.displayName(), err)
 	}
 	if !utf8.Valid(data) {
-		return nil, nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
+		return nil, nil, nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
 	}
 	cfg, warnings, err := kubeletconfig.Decode(data, kubeletconfig.DecodeOptions{AllowUnknownFields: o.AllowUnknownFields})
 	if err != nil {
 		if !o.AllowUnknownFields && strings.Contains(err.Error(), "unknown field ") {
-			return nil, nil, fmt.Errorf("%s: %w (fix the field, or use --allow-unknown-fields to push it anyway)", o.displayName(), err)
+			return nil, nil, nil, fmt.Errorf("%s: %w (fix the field, or use --allow-unknown-fields to push it anyway)", o.displayName(), err)
 		}
-		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(o.ErrOut, "Warning: %s: %s\n", o.displayName(), w)
 	}
 	if err := kubeletconfig.Validate(cfg); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
-	return data, kubeletconfig.WeakSecurityDoc(data, cfg), nil
+	return data, kubeletconfig.WeakSecurityDoc(data, cfg), kubeletconfig.Refused(kubeletconfig.Classify(nil, cfg), nil), nil
 }
 
-// warnWeak warns about each weak security setting of cm's config, and names
-// the opt-in that the agent needs before it applies them to a node whose
-// kubelet does not have them already (see kubeletconfig.Security).
-func (o *Options) warnWeak(cm *corev1.ConfigMap, weak []string) {
-	if len(weak) == 0 {
-		return
-	}
+// warnWeak warns about each weak security setting of cm's config, and
+// lists the fields it sets whose change a node's agent refuses unless the
+// assignment allows their class (the same classification and text as the
+// agent's refusal).
+func (o *Options) warnWeak(weak []string, unsafe []kubeletconfig.Change) {
 	for _, w := range weak {
 		fmt.Fprintf(o.ErrOut, "Warning: %s: weak security setting: %s\n", o.displayName(), w)
 	}
-	fmt.Fprintf(o.ErrOut, "Warning: the dkc agent refuses to weaken a kubelet's security unless the ConfigMap opts in: kubectl annotate configmap -n %s %s %s=%s\n",
-		cm.Namespace, cm.Name, source.AllowUnsafeAnnotation, kubeletconfig.Security)
+	if len(unsafe) > 0 {
+		fmt.Fprintf(o.ErrOut, "Warning: %s sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: %s; where a kubelet runs other values, assign it with %s\n",
+			o.displayName(), kubeletconfig.FormatChanges(unsafe), kubeletconfig.AllowFlag(unsafe))
+	}
 }
 
 // configMap builds the ConfigMap for data, named as --append-hash says.

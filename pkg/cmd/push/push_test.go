@@ -198,6 +198,13 @@ func TestRun(t *testing.T) {
 			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config-fktmh22d66", Namespace: "kube-system"}, Data: map[string]string{"kubelet": validConfig}},
 			wantOut:  "configmap/my-node-config-fktmh22d66 unchanged\n",
 		},
+		"unchanged, with the ConfigMap's opt-in annotation": {
+			input: validConfig,
+			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config-fktmh22d66", Namespace: "kube-system",
+				Annotations: map[string]string{"kubectl-dkc.io/allow-unsafe": "*"}}, Data: map[string]string{"kubelet": validConfig}},
+			wantOut:    "configmap/my-node-config-fktmh22d66 unchanged\n",
+			wantErrOut: `Warning: configmap "kube-system/my-node-config-fktmh22d66" carries kubectl-dkc.io/allow-unsafe=*, which no agent honours: the opt-in is the assigner's (--allow-unsafe=CLASS on assign or rollout start)` + "\n",
+		},
 		"conflict without hash": {
 			input:    validConfig,
 			change:   func(o *Options) { o.AppendHash = false },
@@ -243,7 +250,17 @@ func TestRun(t *testing.T) {
 			wantErrOut: "Warning: stdin: weak security setting: authorization.mode is AlwaysAllow: every authenticated request is authorized\n" +
 				"Warning: stdin: weak security setting: readOnlyPort is 10255: the kubelet serves an unauthenticated read-only port\n" +
 				"Warning: stdin: weak security setting: protectKernelDefaults is false: the kubelet changes kernel settings it disagrees with instead of failing\n" +
-				"Warning: the dkc agent refuses to weaken a kubelet's security unless the ConfigMap opts in: kubectl annotate configmap -n kube-system my-node-config-ghbk4588h8 kubectl-dkc.io/allow-unsafe=security\n",
+				`Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: authorization.mode "" -> "AlwaysAllow" (security), readOnlyPort "" -> "10255" (security); where a kubelet runs other values, assign it with --allow-unsafe=security` + "\n",
+		},
+		// A config that would hand the node to its author is named before
+		// anything is created.
+		"fields that reach the node": {
+			input:   validConfig + "staticPodURL: http://198.51.100.9/pods.yaml\ncontainerRuntimeEndpoint: unix:///tmp/evil.sock\n",
+			change:  func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "name" },
+			wantOut: "configmap/my-node-config-dttt9ktdhm\n",
+			wantErrOut: `Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: ` +
+				`staticPodURL "" -> "http://198.51.100.9/pods.yaml" (host-access), containerRuntimeEndpoint "" -> "unix:///tmp/evil.sock" (redirect); ` +
+				"where a kubelet runs other values, assign it with --allow-unsafe=host-access,redirect\n",
 		},
 		"invalid value": {
 			input:   "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: -1\n",

@@ -367,8 +367,8 @@ func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, targe
 		allowed[i] = kubeletconfig.SafetyClass(c)
 	}
 	if refused := kubeletconfig.Refused(first.Changes, allowed); len(refused) > 0 {
-		return nil, fmt.Errorf("%s: the agents would refuse the change unless the rollout allows it: %s",
-			what, strings.Replace(kubeletconfig.FormatRefusal(refused), "assign again with", "start the rollout with", 1))
+		return nil, fmt.Errorf("%s changes %s, which the agents refuse unless the rollout allows it: add %s",
+			what, kubeletconfig.FormatChanges(refused), kubeletconfig.AllowFlag(refused))
 	}
 	names := make([]string, len(needs))
 	for i, n := range needs {
