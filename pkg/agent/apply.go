@@ -49,7 +49,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 		return 0, fmt.Errorf("read kubelet config: %w", err)
 	}
 	checkBegan := a.Clock.Now()
-	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe)
+	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe, nodeFacts(node))
 	a.Metrics.PhaseDuration.WithLabelValues(PhaseValidate).Observe(a.Clock.Since(checkBegan).Seconds())
 	if cerr != nil {
 		return 0, a.refuse(ctx, node, c, as, st, cerr)

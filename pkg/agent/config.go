@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
@@ -52,7 +53,10 @@ func internalError(err error) *configError {
 // a runtime endpoint given as a flag), and setting a field to what the
 // kubelet already runs changes nothing it does. A kubelet that does not
 // answer leaves the stricter comparison with the file alone.
-func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allowUnsafe []string) *configError {
+//
+// Then it refuses values that cannot be right on this node, whatever the
+// assignment allows (kubeletconfig.CheckBounds against facts).
+func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allowUnsafe []string, facts kubeletconfig.NodeFacts) *configError {
 	if a.Writer.Mode() == kubelet.DropIn {
 		partial, _, err := kubeletconfig.DecodePartial(payload, kubeletconfig.DecodeOptions{})
 		if err != nil {
@@ -88,7 +92,17 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
 		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
 	}
+	if v := kubeletconfig.CheckBounds(cfg, facts); len(v) > 0 {
+		return validateError("refused: cannot be right on this node: " + kubeletconfig.FormatViolations(v))
+	}
 	return nil
+}
+
+// nodeFacts is what the agent knows of node for kubeletconfig.CheckBounds:
+// its capacity. The pods it runs are not counted (the bounds that need
+// them are skipped).
+func nodeFacts(node *corev1.Node) kubeletconfig.NodeFacts {
+	return kubeletconfig.NodeFacts{Capacity: node.Status.Capacity}
 }
 
 // running returns the config the kubelet runs, from its /configz, or nil

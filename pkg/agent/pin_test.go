@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -204,4 +205,30 @@ func TestChangesJudgedAgainstTheRunningKubelet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Values that cannot be right on the node are refused before the kubelet
+// is touched, whatever the assignment allows, naming the bound.
+func TestBoundsRefusedBeforeKubelet(t *testing.T) {
+	e := newEnv(t)
+	node := e.node(t)
+	node.Status.Capacity = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	if _, err := e.client.CoreV1().Nodes().UpdateStatus(context.Background(), node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	payload := `{` + header + `,"maxPods":110,"evictionHard":{"memory.available":"100%"}}`
+	e.configMap(t, "a", payload, nil)
+	e.assign(t, "a", "security", "host-access")
+
+	e.sync(t)
+
+	st := e.status(t)
+	for _, want := range []string{"refused: cannot be right on this node", "evictionHard", "memory.available"} {
+		if !strings.Contains(st.Error, want) {
+			t.Errorf("status error %q does not contain %q", st.Error, want)
+		}
+	}
+	diff(t, "kubelet config", local, string(e.writer.Current))
+	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+	diff(t, "condition", "False Refused", e.condition(t))
 }
