@@ -67,10 +67,15 @@ for _ in $(seq 1 60); do
 done
 run kubectl dkc status
 
-bold "A bad config: the kubelet cannot start on it, so the agent rolls back to the last-known-good"
+bold "A config that points the kubelet at another container runtime: push names the field and its class"
 sed -i 's#^containerRuntimeEndpoint: .*#containerRuntimeEndpoint: unix:///nonexistent/containerd.sock#' "$work/kubelet_configz_$node"
 bad=$(kubectl dkc push "$work/kubelet_configz_$node" --name demo-bad -o name)
+bold "The agent refuses it before touching the kubelet: only the assigner can allow its class (redirect)"
 run kubectl dkc assign "$node" --config "${bad#configmap/}" --wait --timeout 2m
+run kubectl dkc status -o wide
+
+bold "Allowed by the assigner, it reaches the kubelet, which cannot start on it: the agent rolls back to the last-known-good"
+run kubectl dkc assign "$node" --config "${bad#configmap/}" --allow-unsafe=redirect --wait --timeout 2m
 run kubectl dkc status -o wide
 run kubectl get events --field-selector involvedObject.name="$node" --sort-by=.lastTimestamp
 

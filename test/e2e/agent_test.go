@@ -157,7 +157,9 @@ func TestAgent(t *testing.T) {
 		createConfigMap(t, c, "agent-bad", bad)
 		starts := n.KubeletStarts()
 		began := time.Now()
-		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-bad")
+		// The assigner allows the runtime endpoint's class (redirect),
+		// which the agent refuses otherwise.
+		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-bad", "--allow-unsafe=redirect")
 		st := waitStatus(t, c, n.Name, 90*time.Second, "a rollback", func(st *corev1.NodeConfigStatus) bool {
 			return st != nil && st.Error != "" && isCM(st.Assigned, "agent-bad")
 		})

@@ -82,7 +82,7 @@ func TestRollout(t *testing.T) {
 		for _, n := range c.Nodes {
 			pids[n.Name] = n.KubeletPID()
 		}
-		r := dkc(t, c, "", "rollout", "start", "--config", "ro-bad", "--all", "--name", "bad", "--wait", "--timeout", "3m")
+		r := dkc(t, c, "", "rollout", "start", "--config", "ro-bad", "--all", "--name", "bad", "--allow-unsafe=redirect", "--wait", "--timeout", "3m")
 		if r.ExitCode != 2 {
 			t.Fatalf("rollout start: exit %d, want 2 (halted)", r.ExitCode)
 		}

@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// TestTrust proves on a real kubelet, the newest and the oldest the tests
+// run, that the assigner decides what a node runs and the ConfigMap only
+// carries bytes:
+//   - payloads that would hand the node to the config's author, or take it
+//     down, each stored as a raw ConfigMap and assigned, are refused before
+//     any restart, and the node stays Ready on its previous config;
+//   - an in-place edit of an assigned ConfigMap does not reach the kubelet,
+//     and assigning again applies it;
+//   - a payload applies with the --allow-unsafe its refusal named, while a
+//     ConfigMap annotated allow-unsafe=* is still refused.
+func TestTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		binDir func(t *testing.T) string
+	}{
+		{name: "kubelet v1.36", binDir: func(*testing.T) string { return "" }},
+		{name: "kubelet v1.33", binDir: oldKubeletDir},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testTrust(t, tc.binDir(t)) })
+	}
+}
+
+func testTrust(t *testing.T, kubeletBinDir string) {
+	c := framework.Setup(t, framework.Options{Nodes: 1, KubeletBinDir: kubeletBinDir})
+	ctx := context.Background()
+	n := c.Nodes[0]
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := os.ReadFile(n.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// payload is the node's own config with edit applied.
+	payload := func(edit func(cfg map[string]any)) string {
+		var cfg map[string]any
+		if err := yaml.Unmarshal(local, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		edit(cfg)
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	maxPods := func(v int) func(map[string]any) { return func(cfg map[string]any) { cfg["maxPods"] = v } }
+	if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+		Kubeconfig:    kubeconfig,
+		HealthTimeout: 30 * time.Second,
+		TrialDuration: 2 * time.Second,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	// onGood puts the node on a config of its own, applied and
+	// last-known-good: the starting state of each subtest.
+	onGood := func(t *testing.T, name string, pods int) {
+		t.Helper()
+		createConfigMap(t, c, name, payload(maxPods(pods)))
+		mustDKC(t, c, "", "assign", n.Name, "--config", name, "--wait", "--timeout", "2m")
+		waitStatus(t, c, n.Name, 30*time.Second, name+" last-known-good", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.LastKnownGood, name) && isCM(st.Active, name)
+		})
+	}
+	// refused assigns ConfigMap name and checks that the agent refuses it
+	// with want in its error and condition reason, without a restart,
+	// with good still active and the node Ready.
+	refused := func(t *testing.T, name, good, reason, want string, assignArgs ...string) {
+		t.Helper()
+		pid, starts := n.KubeletPID(), n.KubeletStarts()
+		r := dkc(t, c, "", append([]string{"assign", n.Name, "--config", name, "--wait", "--timeout", "1m"}, assignArgs...)...)
+		if r.ExitCode != 2 {
+			t.Errorf("assign --wait: exit %d, want 2 (the node reported an error); stderr:\n%s", r.ExitCode, r.Stderr)
+		}
+		st := waitStatus(t, c, n.Name, 30*time.Second, "the refusal of "+name, func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error != "" && isCM(st.Assigned, name)
+		})
+		if !strings.Contains(st.Error, want) {
+			t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
+		}
+		if !isCM(st.Active, good) {
+			t.Errorf("active %v, want %s", st.Active, good)
+		}
+		wantCondition(t, c, n.Name, "False", reason)
+		if n.KubeletPID() != pid || n.KubeletStarts() != starts {
+			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
+		}
+		waitReady(t, c, n.Name)
+	}
+
+	t.Run("escalation and outage payloads are refused before any restart", func(t *testing.T) {
+		onGood(t, "trust-good", 61)
+		for _, p := range []struct {
+			name, want string
+			edit       func(cfg map[string]any)
+		}{
+			{"static-pod-url", `staticPodURL "" -> "http://198.51.100.9/pods.yaml" (host-access)`, func(cfg map[string]any) { cfg["staticPodURL"] = "http://198.51.100.9/pods.yaml" }},
+			{"static-pod-path", `(host-access)`, func(cfg map[string]any) { cfg["staticPodPath"] = "/tmp/dkc-evil-manifests" }},
+			{"volume-plugin-dir", `volumePluginDir`, func(cfg map[string]any) { cfg["volumePluginDir"] = "/tmp/dkc-evil-plugins" }},
+			{"runtime-endpoint", `containerRuntimeEndpoint`, func(cfg map[string]any) { cfg["containerRuntimeEndpoint"] = "unix:///tmp/dkc-evil.sock" }},
+			{"client-ca", `authentication.x509.clientCAFile`, func(cfg map[string]any) {
+				cfg["authentication"].(map[string]any)["x509"] = map[string]any{"clientCAFile": "/tmp/dkc-evil-ca.crt"}
+			}},
+			{"always-allow", `authorization.mode "Webhook" -> "AlwaysAllow" (security)`, func(cfg map[string]any) {
+				cfg["authorization"] = map[string]any{"mode": "AlwaysAllow"}
+			}},
+			{"cluster-dns", `clusterDNS`, func(cfg map[string]any) { cfg["clusterDNS"] = []any{"198.51.100.53"} }},
+			{"eviction-everything", `cannot be right on this node: evictionHard`, func(cfg map[string]any) {
+				cfg["evictionHard"] = map[string]any{"memory.available": "100%"}
+			}},
+			{"lease-an-hour", `cannot be right on this node: nodeLeaseDurationSeconds`, func(cfg map[string]any) { cfg["nodeLeaseDurationSeconds"] = 3600 }},
+		} {
+			t.Run(p.name, func(t *testing.T) {
+				name := "trust-" + p.name
+				createConfigMap(t, c, name, payload(p.edit))
+				refused(t, name, "trust-good", "Refused", p.want)
+			})
+		}
+	})
+
+	t.Run("an in-place edit does not reach the kubelet; assigning again applies it", func(t *testing.T) {
+		onGood(t, "trust-pinned", 62)
+		pid := n.KubeletPID()
+		cms := c.Client.CoreV1().ConfigMaps("kube-system")
+		cm, err := cms.Get(ctx, "trust-pinned", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["kubelet"] = payload(maxPods(63))
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		st := waitStatus(t, c, n.Name, 30*time.Second, "the pin mismatch", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && strings.Contains(st.Error, "but the assignment pins")
+		})
+		if !strings.Contains(st.Error, source.Digest([]byte(payload(maxPods(62))))) || !strings.Contains(st.Error, source.Digest([]byte(payload(maxPods(63))))) {
+			t.Errorf("status.error = %q, want both digests", st.Error)
+		}
+		wantCondition(t, c, n.Name, "False", "PinMismatch")
+		wantEvent(t, c, n.Name, "PinMismatch")
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(62) || n.KubeletPID() != pid {
+			t.Errorf("configz maxPods %v, kubelet PID %d -> %d; want 62 and no restart", got, pid, n.KubeletPID())
+		}
+
+		mustDKC(t, c, "", "assign", n.Name, "--config", "trust-pinned", "--wait", "--timeout", "2m")
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(63) {
+			t.Errorf("configz maxPods %v after assigning again, want 63", got)
+		}
+	})
+
+	t.Run("the opt-in is the assigner's, not the ConfigMap's", func(t *testing.T) {
+		onGood(t, "trust-base", 64)
+		// A security-class change that is harmless on a test node.
+		optIn := payload(func(cfg map[string]any) {
+			cfg["maxPods"] = 65
+			cfg["authentication"].(map[string]any)["webhook"] = map[string]any{"enabled": true, "cacheTTL": "17s"}
+		})
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "trust-optin", Namespace: "kube-system",
+				Annotations: map[string]string{source.AllowUnsafeAnnotation: "*"}},
+			Data: map[string]string{"kubelet": optIn},
+		}
+		if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, "trust-optin", "trust-base", "Refused", "--allow-unsafe=security")
+		wantEvent(t, c, n.Name, "IgnoredAnnotation")
+
+		mustDKC(t, c, "", "assign", n.Name, "--config", "trust-optin", "--allow-unsafe=security", "--wait", "--timeout", "2m")
+		cz := configz(t, c, n.Name)
+		webhook, _ := cz["authentication"].(map[string]any)["webhook"].(map[string]any)
+		if cz["maxPods"] != float64(65) || webhook["cacheTTL"] != "17s" {
+			t.Errorf("configz maxPods %v, authentication.webhook %v; want 65 and cacheTTL 17s", cz["maxPods"], webhook)
+		}
+		r := mustDKC(t, c, "", "status", n.Name, "-o", "wide")
+		if !strings.Contains(r.Stdout, "allow-unsafe=security") {
+			t.Errorf("status -o wide does not show the pin's classes:\n%s", r.Stdout)
+		}
+	})
+}
