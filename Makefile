@@ -35,7 +35,8 @@ BENCH ?= .
 # testdata/fuzz run in `make unit` anyway), and the targets, as PACKAGE:NAME.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./pkg/kubeletconfig:FuzzDecode ./pkg/source:FuzzAssignedAnnotation \
-	./pkg/source:FuzzStatusAnnotation ./pkg/checkpoint:FuzzMetaSource ./pkg/configz:FuzzTransform
+	./pkg/source:FuzzStatusAnnotation ./pkg/checkpoint:FuzzMetaSource ./pkg/configz:FuzzTransform \
+	./pkg/kubeletconfig:FuzzClassify
 
 .PHONY: build
 build: ## Build _output/bin/kubectl-dkc
