@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
 )
 
@@ -20,7 +21,9 @@ import (
 // global flag (--kubeconfig, --context, -n, ...).
 func NewCmdDKC(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "dkc",
+		// The binary's name, which kubectl runs for "kubectl dkc" and the
+		// completion scripts complete; the help reads "kubectl dkc".
+		Use:   "kubectl-dkc",
 		Short: "Dynamic Kubelet Configuration, out of tree",
 		Long: `kubectl dkc reconfigures live kubelets through the Kubernetes API.
 
@@ -35,12 +38,10 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
   kubectl dkc assign node-1 --config my-node-config-<hash> --wait
   kubectl dkc status
   kubectl dkc reset node-1`,
-		SilenceErrors: true,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl dkc",
 		},
 	}
-	cmd.CompletionOptions.HiddenDefaultCmd = true
 
 	configFlags := genericclioptions.NewConfigFlags(true)
 	configFlags.AddFlags(cmd.PersistentFlags())
@@ -49,13 +50,16 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
 	klog.InitFlags(klogFlags)
 	cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
 
-	cmd.AddCommand(version.NewCmdVersion(streams))
+	version.AddTo(cmd, streams)
 	addCommands(cmd, configFlags, streams)
+	usage.Set(cmd)
 	return cmd
 }
 
 // Execute runs the root command and returns the process exit code. Errors
-// are printed as "error: ..." on stderr.
+// are printed as "error: ..." on stderr; a usage error (unknown command or
+// flag, wrong arguments) adds a line that points at the command's --help,
+// and exits 1.
 func Execute() int {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	// Print the apiserver's warnings as kubectl does: "Warning: ...", once each.

@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/agent"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
 )
 
 // gcPercent is the agent's GOGC unless $GOGC sets one. The idle agent's
@@ -27,7 +29,11 @@ func main() {
 		debug.SetGCPercent(gcPercent)
 	}
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	err := agent.NewCmdStandalone(streams).Execute()
+	cmd := agent.NewCmdStandalone(streams)
+	// version and --version print what kubectl-dkc's print.
+	version.AddTo(cmd, streams)
+	usage.Set(cmd)
+	err := cmd.Execute()
 	klog.Flush()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)

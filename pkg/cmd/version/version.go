@@ -18,6 +18,22 @@ type Options struct {
 	genericiooptions.IOStreams
 }
 
+// AddTo gives root a version command and a --version flag, which print the
+// same: the one line of Text.
+func AddTo(root *cobra.Command, streams genericiooptions.IOStreams) {
+	root.AddCommand(NewCmdVersion(streams))
+	root.Version = Text()
+	root.SetVersionTemplate("{{.Version}}\n")
+}
+
+// Text is the version as one line of text: what version and --version
+// print, the same in kubectl-dkc and kubectl-dkc-agent, which are built
+// together.
+func Text() string {
+	info := version.Get()
+	return fmt.Sprintf("kubectl dkc %s (commit %s, built %s, %s %s)", info.Version, info.GitCommit, info.BuildDate, info.GoVersion, info.Platform)
+}
+
 // NewCmdVersion returns the version command.
 func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &Options{IOStreams: streams}
@@ -70,6 +86,6 @@ func (o *Options) Run() error {
 		_, err = o.Out.Write(b)
 		return err
 	}
-	_, err := fmt.Fprintf(o.Out, "kubectl dkc %s (commit %s, built %s, %s %s)\n", info.Version, info.GitCommit, info.BuildDate, info.GoVersion, info.Platform)
+	_, err := fmt.Fprintln(o.Out, Text())
 	return err
 }
