@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,13 @@ import (
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
-// policyMessage is the start of deploy/admission-policy.yaml's message.
-const policyMessage = "only operators may assign configs"
+// The start of deploy/admission-policy.yaml's messages for the assignment
+// and its pin, and the pin's annotation.
+const (
+	policyMessage    = "only operators may assign configs"
+	pinPolicyMessage = "only operators may pin configs"
+	pinAnnotation    = "kubectl-dkc.io/config-pin"
+)
 
 // TestAdmissionPolicy applies deploy/admission-policy.yaml to a real 1.36
 // apiserver and proves that a node's own credential can no longer add,
@@ -59,13 +65,38 @@ func TestAdmissionPolicy(t *testing.T) {
 	srcA := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: source.DefaultNamespace, Name: "policy-a", KubeletConfigKey: "kubelet"}}
 	srcB := srcA.DeepCopy()
 	srcB.ConfigMap.Name = "policy-b"
-	assignPatch := func(src *corev1.NodeConfigSource) []byte {
+	// annotationPatch sets annotation key to value, or removes it for "".
+	annotationPatch := func(key, value string) []byte {
 		t.Helper()
-		p, err := source.AssignPatch(source.Annotation, src)
+		var v any
+		if value != "" {
+			v = value
+		}
+		p, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
+	}
+	// assignPatch writes src in kubectl-dkc.io/config-source, as the
+	// operator's assign does (nil: removes it).
+	assignPatch := func(src *corev1.NodeConfigSource) []byte {
+		t.Helper()
+		if src == nil {
+			return annotationPatch(source.AssignedAnnotation, "")
+		}
+		v, err := json.Marshal(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return annotationPatch(source.AssignedAnnotation, string(v))
+	}
+	pinPatch := func(digest string) []byte {
+		t.Helper()
+		if digest == "" {
+			return annotationPatch(pinAnnotation, "")
+		}
+		return annotationPatch(pinAnnotation, `{"digest":"`+digest+`"}`)
 	}
 	// patchAs patches the Node (subresource "" or "status") with client.
 	patchAs := func(client kubernetes.Interface, patch []byte, dryRun bool, subresource ...string) error {
@@ -145,6 +176,61 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 	})
 
+	t.Run("the node credential cannot add, change or remove the pin", func(t *testing.T) {
+		pinDenied := func(err error) bool {
+			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), pinPolicyMessage)
+		}
+		for _, sub := range []string{"", "status"} {
+			var subs []string
+			resource := "nodes"
+			if sub != "" {
+				subs, resource = []string{sub}, "nodes/"+sub
+			}
+			if err := patchAs(nodeClient, pinPatch("sha256:aa"), false, subs...); !pinDenied(err) {
+				t.Errorf("node adding %s through %s: err %v, want Forbidden with %q", pinAnnotation, resource, err, pinPolicyMessage)
+			}
+		}
+		// The operator pins, on the Node itself.
+		if err := patchAs(c.Client, pinPatch("sha256:aa"), false); err != nil {
+			t.Fatalf("operator setting %s: %v", pinAnnotation, err)
+		}
+		for _, sub := range []string{"", "status"} {
+			var subs []string
+			resource := "nodes"
+			if sub != "" {
+				subs, resource = []string{sub}, "nodes/"+sub
+			}
+			if err := patchAs(nodeClient, pinPatch("sha256:bb"), false, subs...); !pinDenied(err) {
+				t.Errorf("node changing %s through %s: err %v, want Forbidden with %q", pinAnnotation, resource, err, pinPolicyMessage)
+			}
+			if err := patchAs(nodeClient, pinPatch(""), false, subs...); !pinDenied(err) {
+				t.Errorf("node removing %s through %s: err %v, want Forbidden with %q", pinAnnotation, resource, err, pinPolicyMessage)
+			}
+			if err := patchAs(agentClient, pinPatch("sha256:bb"), true, "status"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), pinAnnotation) {
+				t.Errorf("agent changing %s through nodes/status (dry run): err %v, want Forbidden naming it", pinAnnotation, err)
+			}
+		}
+		if err := patchAs(c.Client, pinPatch("sha256:bb"), true, "status"); !pinDenied(err) {
+			t.Errorf("admin changing %s on nodes/status (dry run): %v, want the policy's denial: pins are made on the Node", pinAnnotation, err)
+		}
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := node.Annotations[pinAnnotation]; got != `{"digest":"sha256:aa"}` {
+			t.Errorf("%s after the node's attempts = %q, want the operator's", pinAnnotation, got)
+		}
+		_, err = nodeClient.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, Annotations: map[string]string{pinAnnotation: `{"digest":"sha256:cc"}`},
+		}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !pinDenied(err) {
+			t.Errorf("node creating its Node with %s: err %v, want Forbidden with %q", pinAnnotation, err, pinPolicyMessage)
+		}
+		if err := patchAs(c.Client, pinPatch(""), false); err != nil {
+			t.Fatalf("operator removing %s: %v", pinAnnotation, err)
+		}
+	})
+
 	t.Run("the node credential still writes its status", func(t *testing.T) {
 		// As the agent does with the node's credential: nodes/status.
 		writeStatusAsAgent(t, c, 0, &corev1.NodeConfigStatus{Assigned: srcA, Active: srcA})
@@ -185,9 +271,12 @@ func TestAdmissionPolicy(t *testing.T) {
 		if !apierrors.IsForbidden(err) || strings.Contains(err.Error(), policyMessage) {
 			t.Errorf("agent %s changing %s on nodes (dry run): %v, want RBAC's forbidden", framework.AgentIdentity, source.AssignedAnnotation, err)
 		}
-		// ... and the policy closes nodes/status, for it as for everyone.
-		if err := patchAs(agentClient, assignPatch(srcB), true, "status"); !denied(err) {
-			t.Errorf("agent %s changing %s on nodes/status (dry run): %v, want the policy's denial", framework.AgentIdentity, source.AssignedAnnotation, err)
+		// ... and the policies close nodes/status, for it as for everyone:
+		// kubectl-dkc-node-assignment, and kubectl-dkc-agent-own-node,
+		// which keeps the assigner's annotations from the agent (the
+		// apiserver reports whichever denial it met first).
+		if err := patchAs(agentClient, assignPatch(srcB), true, "status"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), source.AssignedAnnotation) {
+			t.Errorf("agent %s changing %s on nodes/status (dry run): %v, want the policies' denial", framework.AgentIdentity, source.AssignedAnnotation, err)
 		}
 		adminClient := c.Client
 		if err := patchAs(adminClient, assignPatch(srcB), true, "status"); !denied(err) {
