@@ -396,3 +396,19 @@ func TestWeakSecurityDoc(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot writes out the documented constant defaults that a config file
+// leaves unset; setting a field to its default changes nothing.
+func TestClassifyDocumentedDefaults(t *testing.T) {
+	snapshot := `{"kind":"KubeletConfiguration","apiVersion":"kubelet.config.k8s.io/v1beta1",
+		"iptablesMasqueradeBit":14,"iptablesDropBit":15,
+		"authentication":{"webhook":{"enabled":true,"cacheTTL":"2m0s"}},
+		"authorization":{"mode":"Webhook","webhook":{"cacheAuthorizedTTL":"5m0s","cacheUnauthorizedTTL":"30s"}}}`
+	cfg := &config{}
+	if err := yaml.Unmarshal([]byte(snapshot), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := Classify(&config{}, cfg); len(got) != 0 {
+		t.Errorf("Classify(unset, defaults) = %+v, want no change", got)
+	}
+}

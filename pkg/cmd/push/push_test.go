@@ -250,7 +250,8 @@ func TestRun(t *testing.T) {
 			wantErrOut: "Warning: stdin: weak security setting: authorization.mode is AlwaysAllow: every authenticated request is authorized\n" +
 				"Warning: stdin: weak security setting: readOnlyPort is 10255: the kubelet serves an unauthenticated read-only port\n" +
 				"Warning: stdin: weak security setting: protectKernelDefaults is false: the kubelet changes kernel settings it disagrees with instead of failing\n" +
-				`Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: authorization.mode "" -> "AlwaysAllow" (security), readOnlyPort "" -> "10255" (security); where a kubelet runs other values, assign it with --allow-unsafe=security` + "\n",
+				`Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: security (authorization.mode, readOnlyPort). ` +
+				"A node whose kubelet runs the same values applies them; elsewhere, assign with --allow-unsafe=security (docs/security.md)\n",
 		},
 		// A config that would hand the node to its author is named before
 		// anything is created.
@@ -259,8 +260,8 @@ func TestRun(t *testing.T) {
 			change:  func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "name" },
 			wantOut: "configmap/my-node-config-dttt9ktdhm\n",
 			wantErrOut: `Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: ` +
-				`staticPodURL "" -> "http://198.51.100.9/pods.yaml" (host-access), containerRuntimeEndpoint "" -> "unix:///tmp/evil.sock" (redirect); ` +
-				"where a kubelet runs other values, assign it with --allow-unsafe=host-access,redirect\n",
+				`host-access (staticPodURL), redirect (containerRuntimeEndpoint). ` +
+				"A node whose kubelet runs the same values applies them; elsewhere, assign with --allow-unsafe=host-access,redirect (docs/security.md)\n",
 		},
 		"invalid value": {
 			input:   "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: -1\n",
