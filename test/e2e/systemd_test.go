@@ -117,6 +117,46 @@ func TestSystemdRestarter(t *testing.T) {
 		}
 	})
 
+	t.Run("uid 0 without any capability restarts a unit, as the DaemonSet's agent does", func(t *testing.T) {
+		// deploy/daemonset.yaml drops every capability: systemd lets the
+		// bus peer restart units for being uid 0. setpriv empties every
+		// capability set (and sets no_new_privs) before dbus-send asks for
+		// the restart on the manager's system bus, in its mount namespace.
+		if _, err := sd.Systemctl("start", "fake-kubelet.service"); err != nil {
+			t.Fatal(err)
+		}
+		// The PID file of this start, not an earlier one's.
+		running := func() string {
+			b, _ := os.ReadFile(sd.Path("/run/fake-kubelet.pid"))
+			out, _ := sd.Systemctl("show", "--property=MainPID", "--value", "fake-kubelet.service")
+			if pid := strings.TrimSpace(string(b)); pid == strings.TrimSpace(out) {
+				return pid
+			}
+			return ""
+		}
+		var before string
+		waitFor(t, 30*time.Second, "fake-kubelet.service's PID file", func() bool {
+			before = running()
+			return before != ""
+		})
+		out, err := sd.Exec("setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+			"/bin/sh", "-c", `grep ^CapEff /proc/self/status && DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket exec dbus-send --system --print-reply --dest=org.freedesktop.systemd1 `+
+				`/org/freedesktop/systemd1 org.freedesktop.systemd1.Manager.RestartUnit string:fake-kubelet.service string:replace`)
+		if err != nil {
+			t.Fatalf("RestartUnit as uid 0 without capabilities: %v", err)
+		}
+		if !strings.Contains(out, "CapEff:\t0000000000000000") {
+			t.Fatalf("the caller still had capabilities:\n%s", out)
+		}
+		waitFor(t, 30*time.Second, "a new main process of fake-kubelet.service", func() bool {
+			pid := running()
+			return pid != "" && pid != before
+		})
+		if _, err := sd.Systemctl("stop", "fake-kubelet.service"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("a unit that fails to start is a failure", func(t *testing.T) {
 		r := kubelet.NewSystemdRestarter("broken-kubelet.service", 30*time.Second)
 		err := r.Restart(ctx)
@@ -206,9 +246,23 @@ ExecStart=/usr/local/bin/fake-kubelet
 		t.Fatalf("start systemd: %v", err)
 	}
 	// /etc and /var/lib as a whole: their subdirectories must not be made
-	// on the host's disk, which the manager's namespace shares.
-	for _, dir := range []string{"/usr/local/bin", "/etc", "/var/lib"} {
-		if _, err := sd.Exec("mount", "-t", "tmpfs", "tmpfs", dir); err != nil {
+	// on the host's disk, which the manager's namespace shares. /tmp and
+	// /var/tmp for the unit's PrivateTmp=, whose directories systemd makes
+	// there; the test's own directory under /tmp (the units, the console)
+	// is bound back to its place on the new /tmp.
+	keep := "/run/dkc-e2e-dir"
+	for _, argv := range [][]string{
+		{"mount", "-n", "-t", "tmpfs", "tmpfs", "/usr/local/bin"},
+		{"mount", "-n", "-t", "tmpfs", "tmpfs", "/etc"},
+		{"mount", "-n", "-t", "tmpfs", "tmpfs", "/var/lib"},
+		{"mount", "-n", "-t", "tmpfs", "tmpfs", "/var/tmp"},
+		{"mkdir", keep},
+		{"mount", "-n", "--bind", sd.Dir, keep},
+		{"mount", "-n", "-t", "tmpfs", "tmpfs", "/tmp"},
+		{"mkdir", "-p", sd.Dir},
+		{"mount", "-n", "--bind", keep, sd.Dir},
+	} {
+		if _, err := sd.Exec(argv...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -321,6 +375,35 @@ current-context: c
 			if !strings.Contains("\x00"+environ, "\x00"+kv+"\x00") {
 				t.Errorf("agent environment lacks %s", kv)
 			}
+		}
+		// The sandbox, seen from the agent's own mount namespace: it
+		// writes only its store, the kubelet's root dir and the drop-in
+		// dir; home directories are hidden; no new privileges.
+		inAgent := func(script string) error {
+			_, err := sd.Exec("nsenter", "-t", pid, "-m", "--", "/bin/sh", "-c", script)
+			return err
+		}
+		for _, dir := range []string{"/var/lib/kubectl-dkc", "/var/lib/kubelet", "/etc/kubernetes/kubelet.conf.d", "/tmp"} {
+			if err := inAgent("touch " + dir + "/.dkc-e2e && rm " + dir + "/.dkc-e2e"); err != nil {
+				t.Errorf("the agent cannot write %s: %v", dir, err)
+			}
+		}
+		for _, dir := range []string{"/etc", "/etc/kubernetes", "/usr/local/bin", "/var/lib", "/run"} {
+			if err := inAgent("touch " + dir + "/.dkc-e2e"); err == nil || !strings.Contains(err.Error(), "Read-only file system") {
+				t.Errorf("the agent writing %s: %v, want Read-only file system", dir, err)
+			}
+		}
+		if host, err := sd.Exec("ls", "-A", "/root"); err != nil || host == "" {
+			t.Logf("/root outside the unit: %q (%v)", host, err)
+		} else if got, err := sd.Exec("nsenter", "-t", pid, "-m", "--", "ls", "-A", "/root"); err != nil || got != "" {
+			t.Errorf("the agent sees /root as %q (%v), want it empty (ProtectHome); outside the unit it holds %q", got, err, host)
+		}
+		status, err := sd.Exec("cat", "/proc/"+pid+"/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(status, "NoNewPrivs:\t1") {
+			t.Errorf("the agent runs without no_new_privs:\n%s", status)
 		}
 		if _, err := sd.Systemctl("stop", "kubectl-dkc-agent.service"); err != nil {
 			t.Fatal(err)
