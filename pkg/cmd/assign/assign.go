@@ -41,6 +41,8 @@ type Options struct {
 	DryRun      string
 	Wait        bool
 	Timeout     time.Duration
+	// TimeoutSet is whether --timeout was given.
+	TimeoutSet bool
 
 	PrintFlags *genericclioptions.PrintFlags
 
@@ -147,6 +149,7 @@ With --wait, exit codes are:
 // Complete fills in the nodes, the namespace and the client.
 func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
 	o.Nodes.Names = args
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	ns, err := util.ConfigNamespace(f, cmd)
 	if err != nil {
 		return err
@@ -184,6 +187,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Timeout < 0 {
 		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	if o.TimeoutSet && !o.Wait {
+		return util.ErrTimeoutWithoutWait
 	}
 	if _, err := o.PrintFlags.ToPrinter(); err != nil {
 		return fmt.Errorf("invalid --output: %w", err)

@@ -32,6 +32,8 @@ type Options struct {
 	DryRun  string
 	Wait    bool
 	Timeout time.Duration
+	// TimeoutSet is whether --timeout was given.
+	TimeoutSet bool
 
 	PrintFlags *genericclioptions.PrintFlags
 
@@ -101,6 +103,7 @@ With --wait, exit codes are:
 // Complete fills in the nodes and the client.
 func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
 	o.Nodes.Names = args
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	var err error
 	o.Client, err = util.Client(f)
 	return err
@@ -119,6 +122,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Timeout < 0 {
 		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	if o.TimeoutSet && !o.Wait {
+		return util.ErrTimeoutWithoutWait
 	}
 	if _, err := o.PrintFlags.ToPrinter(); err != nil {
 		return fmt.Errorf("invalid --output: %w", err)

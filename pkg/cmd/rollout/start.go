@@ -53,6 +53,8 @@ type StartOptions struct {
 	DryRun        string
 	Wait          bool
 	Timeout       time.Duration
+	// TimeoutSet is whether --timeout was given.
+	TimeoutSet bool
 	// Driver is set in the background process that start without --wait
 	// leaves behind: drive the named rollout, created already.
 	Driver string
@@ -176,6 +178,7 @@ Exit codes with --wait:
 // Complete fills in the nodes, the namespace, the client and the printer.
 func (o *StartOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
 	o.Nodes.Names = args
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	ns, err := util.ConfigNamespace(f, cmd)
 	if err != nil {
 		return err
@@ -231,6 +234,9 @@ func (o *StartOptions) Validate() error {
 	}
 	if o.Wait && o.DryRun != util.DryRunNone {
 		return errors.New("--wait cannot be used with --dry-run: nothing would change to wait for")
+	}
+	if o.TimeoutSet && !o.Wait {
+		return util.ErrTimeoutWithoutWait
 	}
 	if !o.Drain && (o.DrainForce || o.DrainEmptyDir) {
 		return errors.New("--drain-force and --drain-delete-emptydir-data need --drain")
