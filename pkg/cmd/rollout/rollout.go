@@ -102,6 +102,21 @@ func nameAndNamespace(f genericclioptions.RESTClientGetter, cmd *cobra.Command, 
 	return name, ns, err
 }
 
+// validateNameOrLatest checks that a command that changes one rollout
+// (pause, abort, undo) was told which: NAME, or --latest for the newest,
+// which may be someone else's. namespace is the config namespace, where the
+// rollouts' ConfigMaps are.
+func validateNameOrLatest(name string, latest bool, namespace string) error {
+	switch {
+	case name != "" && latest:
+		return errors.New("NAME and --latest exclude each other: name the rollout, or pass --latest to act on the newest")
+	case name == "" && !latest:
+		return fmt.Errorf("name the rollout (kubectl get configmaps -n %s -l %s lists them as %sNAME), or pass --latest to act on the newest",
+			namespace, rollout.Label, rollout.NamePrefix)
+	}
+	return nil
+}
+
 // resolve returns the rollout named name, or the newest one when name is
 // empty.
 func resolve(ctx context.Context, store *rollout.Store, name string) (*rollout.Rollout, error) {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,5 +249,89 @@ func TestWithRateLimit(t *testing.T) {
 				t.Error("withRateLimit changed its argument; want a copy")
 			}
 		})
+	}
+}
+
+func TestNameOrLatest(t *testing.T) {
+	const unnamed = "name the rollout (kubectl get configmaps -n kube-system -l kubectl-dkc.io/rollout lists them as dkc-rollout-NAME), or pass --latest to act on the newest"
+	const both = "NAME and --latest exclude each other: name the rollout, or pass --latest to act on the newest"
+	tests := map[string]struct {
+		name    string
+		latest  bool
+		wantErr string
+	}{
+		"NAME":           {name: "r1"},
+		"--latest":       {latest: true},
+		"neither":        {wantErr: unnamed},
+		"NAME, --latest": {name: "r1", latest: true, wantErr: both},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for verb, o := range map[string]interface{ Validate() error }{
+				"pause": &StateOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace, verb: pauseVerb},
+				"abort": &StateOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace, verb: abortVerb},
+				"undo": func() *UndoOptions {
+					o := NewUndoOptions(genericiooptions.NewTestIOStreamsDiscard())
+					o.Name, o.Latest = tc.name, tc.latest
+					return o
+				}(),
+			} {
+				if diff := cmp.Diff(tc.wantErr, errString(o.Validate())); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", verb, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestTimeoutWithoutWait(t *testing.T) {
+	const want = "--timeout has no effect without --wait: add --wait, or drop --timeout"
+	start := NewStartOptions(genericiooptions.NewTestIOStreamsDiscard())
+	start.Config, start.Nodes.All, start.TimeoutSet = "cfg-5fd8t4bhgb", true, true
+	if diff := cmp.Diff(want, errString(start.Validate())); diff != "" {
+		t.Errorf("start (-want +got):\n%s", diff)
+	}
+	start.Wait = true
+	if err := start.Validate(); err != nil {
+		t.Errorf("start --wait --timeout: %v", err)
+	}
+
+	undo := NewUndoOptions(genericiooptions.NewTestIOStreamsDiscard())
+	undo.Name, undo.TimeoutSet = "r1", true
+	if diff := cmp.Diff(want, errString(undo.Validate())); diff != "" {
+		t.Errorf("undo (-want +got):\n%s", diff)
+	}
+	undo.Wait = true
+	if err := undo.Validate(); err != nil {
+		t.Errorf("undo --wait --timeout: %v", err)
+	}
+
+	status := &StatusOptions{TimeoutSet: true}
+	if diff := cmp.Diff("--timeout has no effect without -w/--watch: add -w, or drop --timeout", errString(status.Validate())); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+}
+
+// TestUndoCanaryHelp keeps --canary's default, the undone rollout's, out
+// of the help as a number.
+func TestUndoCanaryHelp(t *testing.T) {
+	cmd := NewCmdUndo(nil, genericiooptions.NewTestIOStreamsDiscard())
+	found := false
+	for _, line := range strings.Split(cmd.Flags().FlagUsages(), "\n") {
+		if strings.Contains(line, "--canary") {
+			found = true
+			if diff := cmp.Diff("      --canary int                    As for rollout start (default: the undone rollout's canary).", line); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no --canary in the help")
+	}
+	if err := cmd.Flags().Parse([]string{"--canary", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cmd.Flags().Lookup("canary").Value.String(); got != "0" {
+		t.Errorf("--canary 0 reads %q", got)
 	}
 }

@@ -27,33 +27,42 @@ type verb struct {
 
 var (
 	pauseVerb = verb{
-		use:   "pause [NAME]",
+		use:   "pause (NAME | --latest)",
 		short: "Pause a rollout: no further node is started until resume",
 		long: `Pause a rollout: no further node is started until kubectl dkc rollout
-resume. Nodes already started finish their apply. Without NAME, the newest
-rollout is paused. A client driving the rollout stops.`,
-		example: `  # Pause the newest rollout
-  kubectl dkc rollout pause`,
+resume. Nodes already started finish their apply. --latest pauses the
+newest rollout instead of NAME. A client driving the rollout stops.`,
+		example: `  # Pause a rollout
+  kubectl dkc rollout pause my-node-config-5fd8t4bhgb-x7k2q
+
+  # Pause the newest rollout
+  kubectl dkc rollout pause --latest`,
 		operation: "paused", to: rollout.Paused, from: []rollout.State{rollout.Running},
 	}
 	abortVerb = verb{
-		use:   "abort [NAME]",
+		use:   "abort (NAME | --latest)",
 		short: "Abort a rollout: nodes keep what they run now",
 		long: `Abort a rollout for good: no further node is started, and it cannot be
 resumed. Nodes keep what they run now; nodes in progress finish their
 apply. Nodes the rollout cordoned to drain them stay cordoned: uncordon them
 with kubectl uncordon, once they run their config. To take the nodes back
 to what they ran before, use kubectl dkc rollout undo instead (it aborts the
-rollout first).`,
-		example: `  # Abort the newest rollout
-  kubectl dkc rollout abort`,
+rollout first). --latest aborts the newest rollout instead of NAME.`,
+		example: `  # Abort a rollout
+  kubectl dkc rollout abort my-node-config-5fd8t4bhgb-x7k2q
+
+  # Abort the newest rollout
+  kubectl dkc rollout abort --latest`,
 		operation: "aborted", to: rollout.Aborted, from: []rollout.State{rollout.Running, rollout.Paused, rollout.Halted},
 	}
 )
 
 // StateOptions holds the flags of pause and abort.
 type StateOptions struct {
-	Name      string
+	Name string
+	// Latest is --latest: act on the newest rollout, which NAME must name
+	// otherwise.
+	Latest    bool
 	Namespace string
 	verb      verb
 
@@ -76,11 +85,15 @@ func NewCmdSetState(f genericclioptions.RESTClientGetter, streams genericiooptio
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err
 			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
 			cmd.SilenceUsage = true
 			return o.Run(cmd.Context())
 		},
 	}
 	o.PrintFlags.AddFlags(cmd)
+	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Act on the newest rollout instead of NAME.")
 	return cmd
 }
 
@@ -95,6 +108,11 @@ func (o *StateOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra
 	}
 	o.Client, err = newClient(f)
 	return err
+}
+
+// Validate checks that the rollout was named, or --latest given.
+func (o *StateOptions) Validate() error {
+	return validateNameOrLatest(o.Name, o.Latest, o.Namespace)
 }
 
 // Run changes the rollout's state.

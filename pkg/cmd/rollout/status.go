@@ -25,6 +25,8 @@ type StatusOptions struct {
 	Namespace string
 	Watch     bool
 	Timeout   time.Duration
+	// TimeoutSet is whether --timeout was given.
+	TimeoutSet bool
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
@@ -88,6 +90,7 @@ func (o *StatusOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobr
 	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 		return err
 	}
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	if *o.PrintFlags.OutputFormat != "" {
 		if o.Printer, err = o.PrintFlags.ToPrinter(); err != nil {
 			return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
@@ -102,8 +105,8 @@ func (o *StatusOptions) Validate() error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
 	}
-	if o.Timeout > 0 && !o.Watch {
-		return errors.New("--timeout needs -w/--watch")
+	if (o.TimeoutSet || o.Timeout > 0) && !o.Watch {
+		return errors.New("--timeout has no effect without -w/--watch: add -w, or drop --timeout")
 	}
 	if o.Watch && o.Printer != nil {
 		return errors.New("-w/--watch prints the table or event lines: it cannot be used with -o")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,12 +23,21 @@ import (
 
 // UndoOptions holds the flags of `kubectl dkc rollout undo`.
 type UndoOptions struct {
-	Name           string
+	Name string
+	// Latest is --latest: undo the newest rollout that is not an undo,
+	// which NAME must name otherwise.
+	Latest         bool
 	Namespace      string
 	MaxUnavailable string
-	Canary         int
-	Wait           bool
-	Timeout        time.Duration
+	// Canary is --canary; negative: the undone rollout's.
+	Canary  int
+	Wait    bool
+	Timeout time.Duration
+	// TimeoutSet is whether --timeout was given.
+	TimeoutSet bool
+	// Driver is set in the background process that undo without --wait
+	// leaves behind: drive the named undo rollout, created already.
+	Driver string
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
@@ -37,61 +47,117 @@ type UndoOptions struct {
 	start *StartOptions
 }
 
+// NewUndoOptions returns UndoOptions with the defaults.
+func NewUndoOptions(streams genericiooptions.IOStreams) *UndoOptions {
+	return &UndoOptions{Namespace: source.DefaultNamespace, Canary: -1, Timeout: DefaultTimeout, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
+}
+
 // NewCmdUndo returns the rollout undo command.
 func NewCmdUndo(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UndoOptions{Namespace: source.DefaultNamespace, Canary: -1, Timeout: DefaultTimeout, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
+	o := NewUndoOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "undo [NAME]",
+		Use:   "undo (NAME | --latest)",
 		Short: "Take every node a rollout started back to the config it ran before, under the same budget",
 		Long: `Take every node a rollout started back to the assignment it had before
 (another config, or its local config), as a new rollout under the same
 budget, canary and drain rules. Nodes the rollout skipped or never started
-are left alone. Without NAME, the newest rollout that is not itself an
-undo is undone. A running or paused rollout is aborted first.
+are left alone. --latest undoes the newest rollout that is not itself an
+undo, instead of NAME. A running or paused rollout is aborted first.
 
 --wait, --timeout and the exit codes are those of rollout start.`,
 		Example: `  # Undo the newest rollout and follow it
-  kubectl dkc rollout undo --wait
+  kubectl dkc rollout undo --latest --wait
 
   # Undo a halted rollout two nodes at a time, with no canary
   kubectl dkc rollout undo my-node-config-5fd8t4bhgb-x7k2q --max-unavailable 2 --canary 0 --wait`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
+			if err := o.Complete(f, cmd, args); err != nil {
 				return err
 			}
-			if o.MaxUnavailable != "" {
-				if _, err := rollout.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
-					return err
-				}
-			}
-			if o.Timeout < 0 {
-				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
-			}
-			if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, "started"); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if o.Client, err = newClient(f); err != nil {
-				return err
-			}
-			o.start = &StartOptions{Client: o.Client, Namespace: o.Namespace, IOStreams: streams, Wait: o.Wait}
 			cmd.SilenceUsage = true
 			return o.Run(cmd.Context())
 		},
 	}
 	o.PrintFlags.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "As for rollout start; default: the undone rollout's.")
-	cmd.Flags().IntVar(&o.Canary, "canary", o.Canary, "As for rollout start; default: the undone rollout's.")
+	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Undo the newest rollout that is not itself an undo, instead of NAME.")
+	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "As for rollout start (default: the undone rollout's budget).")
+	cmd.Flags().Var(&canaryValue{&o.Canary}, "canary", "As for rollout start (default: the undone rollout's canary).")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Drive the undo here and wait until it is done, halted or the timeout passed.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
+	cmd.Flags().StringVar(&o.Driver, "driver", "", "Drive the named undo rollout (used by undo's background process).")
+	_ = cmd.Flags().MarkHidden("driver")
 	return cmd
+}
+
+// canaryValue is undo's --canary: an int whose default, negative, is the
+// undone rollout's canary, and which help shows as no number.
+type canaryValue struct{ p *int }
+
+func (v *canaryValue) String() string {
+	if v.p == nil || *v.p < 0 {
+		return ""
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v *canaryValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	return nil
+}
+
+func (v *canaryValue) Type() string { return "int" }
+
+// Complete fills in the name, namespace, client and printer.
+func (o *UndoOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	var err error
+	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
+		return err
+	}
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
+	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, "started"); err != nil {
+		return err
+	}
+	if o.Client, err = newClient(f); err != nil {
+		return err
+	}
+	o.start = &StartOptions{Client: o.Client, Namespace: o.Namespace, IOStreams: o.IOStreams, Wait: o.Wait}
+	return nil
+}
+
+// Validate checks the flags.
+func (o *UndoOptions) Validate() error {
+	if err := validateNameOrLatest(o.Name, o.Latest, o.Namespace); err != nil {
+		return err
+	}
+	if o.MaxUnavailable != "" {
+		if _, err := rollout.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+			return err
+		}
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	if o.TimeoutSet && !o.Wait {
+		return util.ErrTimeoutWithoutWait
+	}
+	return nil
 }
 
 // Run creates the undo rollout and drives it.
 func (o *UndoOptions) Run(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if o.Driver != "" {
+		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.IOStreams, false)
 	}
 	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
 	orig, err := o.original(ctx, store)
@@ -130,7 +196,8 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
 }
 
-// original is the rollout to undo: NAME, or the newest that is not an undo.
+// original is the rollout to undo: NAME, or with --latest the newest that
+// is not an undo.
 func (o *UndoOptions) original(ctx context.Context, store *rollout.Store) (*rollout.Rollout, error) {
 	if o.Name != "" {
 		return store.Get(ctx, o.Name)
