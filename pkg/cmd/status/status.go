@@ -164,6 +164,10 @@ func (o *Options) builtinOutput() bool {
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
+	// status has no --all: naming no node means every node.
+	if len(o.Nodes.Names) > 0 && o.Nodes.Selector != "" {
+		return errors.New("name nodes in one way only: NODE arguments or -l/--selector (neither shows every node)")
+	}
 	if err := o.Nodes.Validate(true); err != nil {
 		return err
 	}

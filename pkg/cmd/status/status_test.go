@@ -32,7 +32,7 @@ func TestValidate(t *testing.T) {
 		"wait for error": {opts: Options{WaitFor: "error", Timeout: time.Second}},
 		"names and selector": {
 			opts: Options{Nodes: util.NodeSelection{Names: []string{"n1"}, Selector: "a=b"}},
-			want: "name nodes in one way only: NODE arguments, -l/--selector, or --all",
+			want: "name nodes in one way only: NODE arguments or -l/--selector (neither shows every node)",
 		},
 		"bad wait for": {
 			opts: Options{WaitFor: "ready"},
