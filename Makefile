@@ -47,8 +47,9 @@ agent: ## Build _output/bin/kubectl-dkc-agent, the slim node agent (DaemonSet im
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/kubectl-dkc-agent ./cmd/kubectl-dkc-agent
 
 .PHONY: install
-install: build ## Install kubectl-dkc into /usr/local/bin, where kubectl finds it
+install: build ## Install kubectl-dkc and its completion helper kubectl_complete-dkc into /usr/local/bin, where kubectl finds them
 	install -m 0755 $(BIN)/kubectl-dkc /usr/local/bin/kubectl-dkc
+	install -m 0755 kubectl_complete-dkc /usr/local/bin/kubectl_complete-dkc
 
 .PHONY: components
 components: ## Build kube-apiserver, kubelet and etcd from Go modules (cached)
