@@ -89,6 +89,10 @@ type Agent struct {
 	// so that a ConfigMap that stays unreadable is reported once, not on
 	// every retry.
 	downloadFailed string
+	// judging is the pin of the assignment the current sync judges, which
+	// its reports record beside the status (source.JudgedPin); nil for
+	// none.
+	judging *source.Pin
 	// warnedAnnotation is the uid/resourceVersion of the ConfigMap last
 	// warned about for source.AllowUnsafeAnnotation.
 	warnedAnnotation string

@@ -232,3 +232,40 @@ func TestBoundsRefusedBeforeKubelet(t *testing.T) {
 	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
 	diff(t, "condition", "False Refused", e.condition(t))
 }
+
+// The status names the pin it judged, so that a waiter tells a verdict on
+// the bytes pinned now from one on an earlier pin of the same ConfigMap:
+// the same refusal under a new pin is reported again, and a pin that
+// allows the change applies it.
+func TestStatusNamesTheJudgedPin(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", `{`+header+`,"maxPods":110,"readOnlyPort":10255}`, nil)
+	judged := func() *source.Pin {
+		t.Helper()
+		p, err := source.JudgedPin(e.node(t))
+		must(t, err)
+		return p
+	}
+	pinned := func() *source.Pin {
+		t.Helper()
+		p, err := source.PinOf(e.node(t))
+		must(t, err)
+		return p
+	}
+
+	e.assign(t, "a")
+	e.sync(t)
+	diff(t, "condition", "False Refused", e.condition(t))
+	diff(t, "judged pin", pinned(), judged())
+
+	e.assign(t, "a", "host-access") // still not the class it needs
+	e.sync(t)
+	diff(t, "condition", "False Refused", e.condition(t))
+	diff(t, "judged pin after assigning again", pinned(), judged())
+
+	e.assign(t, "a", "security")
+	e.sync(t)
+	diff(t, "condition", "True Trial", e.condition(t))
+	diff(t, "judged pin once allowed", pinned(), judged())
+	diff(t, "kubelet config", `{`+header+`,"maxPods":110,"readOnlyPort":10255}`, string(e.writer.Current))
+}

@@ -118,6 +118,10 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		cur = nil
 	}
 	statusChanged := !r.keepStatus && !apiequality.Semantic.DeepEqual(cur, r.status) || (r.status != nil && curCarrier != r.carrier)
+	if judged, err := source.JudgedPin(node); err == nil && !judged.Equal(a.judging) && r.status != nil && r.carrier == source.Annotation {
+		// The same verdict on other pinned bytes is news to a waiter.
+		statusChanged = !r.keepStatus
+	}
 	history, err := a.history(ctx, node, r.history)
 	if err != nil {
 		return err
@@ -135,7 +139,7 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		if r.keepStatus {
 			st = cur
 		}
-		patch, err := source.StatusPatch(c, st)
+		patch, err := source.StatusPatch(c, st, a.judging)
 		if err != nil {
 			return fmt.Errorf("status patch: %w", err)
 		}

@@ -56,6 +56,11 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 	if err == nil {
 		err = source.ValidateSource(src)
 	}
+	a.judging = nil
+	if err == nil && src != nil {
+		// An unreadable pin is reported below, and judges nothing.
+		a.judging, _ = source.PinOf(node)
+	}
 	if err != nil {
 		msg := status.SyncErrorPrefix + err.Error()
 		if !errors.Is(err, source.ErrAllNilSubfields) {

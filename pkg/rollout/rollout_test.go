@@ -251,7 +251,7 @@ func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
 				next.Active = st.Active
 			}
 		}
-		patch, _ := source.StatusPatch(source.Annotation, next)
+		patch, _ := source.StatusPatch(source.Annotation, next, nil)
 		_, _ = a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		a.mu.Lock()
 		delete(a.busy, node.Name)

@@ -149,7 +149,7 @@ func FuzzStatusAnnotation(f *testing.F) {
 			t.Fatalf("Status() = %v, %q for %q", st, c, value)
 		}
 		for _, carrier := range []Carrier{Annotation, Native} {
-			p, err := StatusPatch(carrier, st)
+			p, err := StatusPatch(carrier, st, nil)
 			if err != nil {
 				t.Fatalf("StatusPatch(%s): %v", carrier, err)
 			}
@@ -170,7 +170,7 @@ func FuzzStatusAnnotation(f *testing.F) {
 			if carrier == Annotation && after.Status.Config != nil {
 				t.Fatalf("annotation patch left status.config %v", after.Status.Config)
 			}
-			again, err := StatusPatch(carrier, got)
+			again, err := StatusPatch(carrier, got, nil)
 			if err != nil || !bytes.Equal(again, p) {
 				t.Fatalf("%s patch is not stable: %v\n%s\n%s", carrier, err, p, again)
 			}

@@ -77,12 +77,17 @@ func assignPatch(c Carrier, src *corev1.NodeConfigSource, pin *Pin, rv string) (
 
 // StatusPatch returns a JSON merge patch that records st through carrier c
 // and clears the other carrier. A nil st removes the status from both.
+// judged is the pin of the assignment the status speaks of (JudgedPin
+// reads it back), so that a reader can tell a verdict on the bytes pinned
+// now from one on bytes pinned before under the same reference; the
+// annotation carrier records it, the native status.config has no place
+// for it.
 //
 // Send it to the nodes/status subresource: only there does the apiserver keep
 // status.config, and metadata changes made through nodes/status persist too
 // (the node status strategy resets only spec). For the annotation carrier the
 // patch works on the Node itself as well, where the apiserver ignores status.
-func StatusPatch(c Carrier, st *corev1.NodeConfigStatus) ([]byte, error) {
+func StatusPatch(c Carrier, st *corev1.NodeConfigStatus, judged *Pin) ([]byte, error) {
 	if err := checkStored(c); err != nil {
 		return nil, err
 	}
@@ -92,7 +97,7 @@ func StatusPatch(c Carrier, st *corev1.NodeConfigStatus) ([]byte, error) {
 		case Native:
 			native = statusValue(st)
 		case Annotation:
-			value, err := json.Marshal(st)
+			value, err := json.Marshal(judgedStatus{NodeConfigStatus: st, Pin: judged})
 			if err != nil {
 				return nil, fmt.Errorf("encode config status: %w", err)
 			}
@@ -103,6 +108,26 @@ func StatusPatch(c Carrier, st *corev1.NodeConfigStatus) ([]byte, error) {
 		"metadata": map[string]any{"annotations": map[string]any{StatusAnnotation: annotation}},
 		"status":   map[string]any{"config": native},
 	})
+}
+
+// judgedStatus is the value of StatusAnnotation: a NodeConfigStatus, and the
+// pin of the assignment it judged.
+type judgedStatus struct {
+	*corev1.NodeConfigStatus
+	Pin *Pin `json:"pin,omitempty"`
+}
+
+// JudgedPin returns the pin that node's status annotation says its agent
+// judged, nil when it names none (the native carrier, or an agent that does
+// not record it).
+func JudgedPin(node *corev1.Node) (*Pin, error) {
+	v := struct {
+		Pin *Pin `json:"pin"`
+	}{}
+	if _, err := fromAnnotation(node, StatusAnnotation, &v); err != nil {
+		return nil, err
+	}
+	return v.Pin, nil
 }
 
 // checkStored checks that c is a carrier a Node can hold: not Auto.

@@ -388,7 +388,7 @@ func TestStatusPatch(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := StatusPatch(tc.carrier, tc.st)
+			got, err := StatusPatch(tc.carrier, tc.st, nil)
 			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -415,7 +415,7 @@ func TestStatusPatchApplied(t *testing.T) {
 	for _, c := range []Carrier{Native, Annotation} {
 		t.Run(string(c), func(t *testing.T) {
 			client := fake.NewClientset(before.DeepCopy())
-			patch, err := StatusPatch(c, want)
+			patch, err := StatusPatch(c, want, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,6 +49,10 @@ type NodeConfig struct {
 	// Pin is the assignment's pin: the digest of the bytes the node may
 	// apply and the unsafe classes it allows; nil when the node holds none.
 	Pin *source.Pin `json:"pin,omitempty"`
+	// JudgedPin is the pin the node's agent judged when it wrote Status;
+	// nil when the status does not say (the native carrier). A status
+	// whose JudgedPin is not Pin speaks of bytes pinned before.
+	JudgedPin *source.Pin `json:"judgedPin,omitempty"`
 	// Status is what the node reports; nil when it reports nothing.
 	Status *corev1.NodeConfigStatus `json:"status,omitempty"`
 	// Agent says whether a dkc agent looks after the node: none, ready,
@@ -88,6 +92,9 @@ func FromNodeAt(node *corev1.Node, now time.Time) (NodeConfig, error) {
 		if item.Pin, err = source.PinOf(node); err != nil {
 			return item, err
 		}
+		if item.JudgedPin, err = source.JudgedPin(node); err != nil {
+			return item, err
+		}
 	}
 	item.ConfigSource, item.Status, item.Carrier = src, st, assignedCarrier
 	item.Agent = Agent(node, now)
@@ -119,6 +126,7 @@ func (in *NodeConfig) DeepCopyInto(out *NodeConfig) {
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.ConfigSource = in.ConfigSource.DeepCopy()
 	out.Pin = in.Pin.DeepCopy()
+	out.JudgedPin = in.JudgedPin.DeepCopy()
 	out.Status = in.Status.DeepCopy()
 }
 

@@ -79,6 +79,10 @@ func (i *item) requested(src *corev1.NodeConfigSource) *item {
 }
 func (i *item) agent(a AgentState) *item { i.Agent = a; return i }
 func (i *item) pin(p *source.Pin) *item  { i.Pin = p; return i }
+func (i *item) judged(p *source.Pin) *item {
+	i.JudgedPin = p
+	return i
+}
 func (i *item) status(assigned, active, lkg *corev1.NodeConfigSource, errText string) *item {
 	i.Status = &corev1.NodeConfigStatus{Assigned: assigned, Active: active, LastKnownGood: lkg, Error: errText}
 	return i
@@ -274,6 +278,21 @@ func TestReached(t *testing.T) {
 		"active: error for the request": {
 			item: newItem("n1").requested(cm("b")).status(ckpt("b", "2"), ckpt("a", "1"), ckpt("a", "1"), ValidateError),
 			want: WaitActive, wantErr: failedErr,
+		},
+		"active: error on the bytes pinned before, assigned again": {
+			item: newItem("n1").requested(cm("b")).pin(source.NewPin(cm("b"), []byte("new"), nil)).judged(source.NewPin(cm("b"), []byte("old"), nil)).
+				status(ckpt("b", "2"), ckpt("a", "1"), ckpt("a", "1"), ValidateError),
+			want: WaitActive,
+		},
+		"active: error on the pinned bytes": {
+			item: newItem("n1").requested(cm("b")).pin(source.NewPin(cm("b"), []byte("new"), nil)).judged(source.NewPin(cm("b"), []byte("new"), nil)).
+				status(ckpt("b", "2"), ckpt("a", "1"), ckpt("a", "1"), ValidateError),
+			want: WaitActive, wantErr: failedErr,
+		},
+		"active: active under the classes allowed before, allowed again with more": {
+			item: newItem("n1").requested(cm("b")).pin(source.NewPin(cm("b"), []byte("new"), []string{"security"})).judged(source.NewPin(cm("b"), []byte("new"), nil)).
+				status(ckpt("b", "2"), ckpt("b", "2"), ckpt("a", "1"), ""),
+			want: WaitActive,
 		},
 		"active: stale error for an older request": {
 			item: newItem("n1").requested(cm("c")).status(ckpt("b", "2"), ckpt("a", "1"), ckpt("a", "1"), ValidateError),

@@ -63,7 +63,9 @@ const (
 //     Agent is not AgentVerifying). It fails, with an error matching ErrConfigError
 //     and carrying the node's error text, when status.error is set and
 //     status.assigned is the request. A node without status is done only
-//     when nothing is requested: it runs its local config.
+//     when nothing is requested: it runs its local config. A status that
+//     says it judged another pin than the assignment's (JudgedPin) is
+//     neither: the agent has not judged the bytes pinned now.
 //   - WaitError is done when status.error is set. It never fails.
 //
 // An unknown want is an error that does not match ErrConfigError.
@@ -73,6 +75,11 @@ func Reached(item NodeConfig, want string) (done bool, failed error) {
 	case WaitActive:
 		if st == nil {
 			return item.ConfigSource == nil, nil
+		}
+		if item.JudgedPin != nil && !item.JudgedPin.Equal(item.Pin) {
+			// A verdict on the bytes pinned before: the agent has not
+			// judged the assignment as it is now.
+			return false, nil
 		}
 		if st.Error != "" {
 			if source.Equal(st.Assigned, item.ConfigSource) {

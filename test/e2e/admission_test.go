@@ -259,7 +259,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	})
 
 	t.Run("the agent identity cannot reassign either", func(t *testing.T) {
-		stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Assigned: srcA})
+		stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Assigned: srcA}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -305,7 +305,7 @@ func TestAssignStatusReset(t *testing.T) {
 			t.Errorf("NodeRestriction refused node %s its own annotation: %v", n0, err)
 		}
 		// Another node's status: the Node authorizer refuses it.
-		stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Active: want})
+		stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Active: want}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,7 +529,7 @@ func nodeCredentialClient(t *testing.T, c *framework.Cluster, i int) kubernetes.
 // nodes/status with the node's own credential.
 func writeStatusAsAgent(t *testing.T, c *framework.Cluster, i int, st *corev1.NodeConfigStatus) {
 	t.Helper()
-	patch, err := source.StatusPatch(source.Annotation, st)
+	patch, err := source.StatusPatch(source.Annotation, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

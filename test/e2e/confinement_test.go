@@ -339,7 +339,7 @@ func checkConfined(t *testing.T, c *framework.Cluster, sa framework.ServiceAccou
 	}
 
 	// What it may write: dkc's annotations and condition.
-	stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Error: "e2e"})
+	stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{Error: "e2e"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,7 @@ func TestPrivilege(t *testing.T) {
 		waitReady(t, c, b.Name)
 	})
 
-	stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{})
+	stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
