@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -39,33 +37,19 @@ func TestAgent(t *testing.T) {
 	n, other := c.Nodes[0], c.Nodes[1]
 	otherPID, otherStarts := other.KubeletPID(), other.KubeletStarts()
 
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := agentKubeconfig(t, c)
 	unreachable := unreachableKubeconfig(t, kubeconfig)
-
 	local, err := os.ReadFile(n.ConfigPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	withPods := func(maxPods int, edit func(cfg map[string]any)) string {
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg["maxPods"] = maxPods
-		if edit != nil {
-			edit(cfg)
-		}
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
+		return nodeConfig(t, n, func(cfg map[string]any) {
+			cfg["maxPods"] = maxPods
+			if edit != nil {
+				edit(cfg)
+			}
+		})
 	}
 	storeDir := n.AgentStoreDir()
 	// The cluster's Stop ends every agent the test started.

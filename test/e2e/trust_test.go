@@ -2,15 +2,12 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -42,30 +39,8 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 	c := framework.Setup(t, framework.Options{Nodes: 1, KubeletBinDir: kubeletBinDir})
 	ctx := context.Background()
 	n := c.Nodes[0]
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := os.ReadFile(n.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// payload is the node's own config with edit applied.
-	payload := func(edit func(cfg map[string]any)) string {
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		edit(cfg)
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
+	kubeconfig := agentKubeconfig(t, c)
+	payload := func(edit func(cfg map[string]any)) string { return nodeConfig(t, n, edit) }
 	maxPods := func(v int) func(map[string]any) { return func(cfg map[string]any) { cfg["maxPods"] = v } }
 	if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
 		Kubeconfig:    kubeconfig,

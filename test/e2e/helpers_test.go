@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// agentKubeconfig applies deploy/rbac.yaml to c and returns a kubeconfig of
+// the agent's identity (framework.AgentIdentity), bound by it.
+func agentKubeconfig(t testing.TB, c *framework.Cluster) string {
+	t.Helper()
+	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// nodeConfig returns n's local kubelet config with edit applied (nil: as
+// it is), as YAML: a payload that differs from what n runs only where edit
+// says.
+func nodeConfig(t testing.TB, n *framework.Node, edit func(cfg map[string]any)) string {
+	t.Helper()
+	local, err := os.ReadFile(n.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(local, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(cfg)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
