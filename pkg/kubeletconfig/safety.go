@@ -191,6 +191,35 @@ func FormatChanges(changes []Change) string {
 	return strings.Join(parts, ", ")
 }
 
+// NeedsOptIn lists the fields cfg sets away from the kubelet's defaults in
+// a class that an agent refuses to change unless the assignment allows it,
+// leaving out the classes in allowed: what push and rollout start --dry-run
+// show before anything reaches a node, which knows nothing of the nodes'
+// running configs.
+func NeedsOptIn(cfg *kubeletconfigv1beta1.KubeletConfiguration, allowed []SafetyClass) []Change {
+	return Refused(Classify(nil, cfg), allowed)
+}
+
+// FormatNeedsOptIn is the one text for NeedsOptIn's changes: the fields
+// grouped by class, in the order the classes first appear, and what a node
+// does with them.
+func FormatNeedsOptIn(changes []Change) string {
+	var classes []SafetyClass
+	fields := map[SafetyClass][]string{}
+	for _, c := range changes {
+		if _, ok := fields[c.Class]; !ok {
+			classes = append(classes, c.Class)
+		}
+		fields[c.Class] = append(fields[c.Class], c.Field)
+	}
+	parts := make([]string, len(classes))
+	for i, c := range classes {
+		parts[i] = fmt.Sprintf("%s (%s)", c, strings.Join(fields[c], ", "))
+	}
+	return "sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: " +
+		strings.Join(parts, ", ") + ". A node whose kubelet runs the same values applies them"
+}
+
 // AllowFlag is the --allow-unsafe flag that allows every change of
 // changes: --allow-unsafe=CLASS[,CLASS], each class once, in help order.
 func AllowFlag(changes []Change) string {

@@ -241,7 +241,7 @@ func (o *Options) read() (data []byte, weak []string, unsafe []kubeletconfig.Cha
 	if err := kubeletconfig.Validate(cfg); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
-	return data, kubeletconfig.WeakSecurityDoc(data, cfg), kubeletconfig.Refused(kubeletconfig.Classify(nil, cfg), nil), nil
+	return data, kubeletconfig.WeakSecurityDoc(data, cfg), kubeletconfig.NeedsOptIn(cfg, nil), nil
 }
 
 // warnWeak warns about each weak security setting of cm's config, and
@@ -253,29 +253,11 @@ func (o *Options) warnWeak(weak []string, unsafe []kubeletconfig.Change) {
 		fmt.Fprintf(o.ErrOut, "Warning: %s: weak security setting: %s\n", o.displayName(), w)
 	}
 	if len(unsafe) > 0 {
-		fmt.Fprintf(o.ErrOut, "Warning: %s sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: %s. A node whose kubelet runs the same values applies them; elsewhere, assign with %s (docs/security.md)\n",
-			o.displayName(), byClass(unsafe), kubeletconfig.AllowFlag(unsafe))
+		fmt.Fprintf(o.ErrOut, "Warning: %s %s; elsewhere, assign with %s (docs/security.md)\n",
+			o.displayName(), kubeletconfig.FormatNeedsOptIn(unsafe), kubeletconfig.AllowFlag(unsafe))
 	}
 }
 
-// byClass lists the fields of changes by class, in the order the classes
-// first appear: "host-access (staticPodPath, volumePluginDir), redirect
-// (clusterDNS)". The values are the file's own.
-func byClass(changes []kubeletconfig.Change) string {
-	var classes []kubeletconfig.SafetyClass
-	fields := map[kubeletconfig.SafetyClass][]string{}
-	for _, c := range changes {
-		if _, ok := fields[c.Class]; !ok {
-			classes = append(classes, c.Class)
-		}
-		fields[c.Class] = append(fields[c.Class], c.Field)
-	}
-	parts := make([]string, len(classes))
-	for i, c := range classes {
-		parts[i] = fmt.Sprintf("%s (%s)", c, strings.Join(fields[c], ", "))
-	}
-	return strings.Join(parts, ", ")
-}
 
 // configMap builds the ConfigMap for data, named as --append-hash says.
 func (o *Options) configMap(data []byte) (*corev1.ConfigMap, error) {

@@ -102,9 +102,16 @@ kubectl dkc rollout status names the node and its error. A node that already
 runs the config is skipped. --to-local sends the nodes back to their local
 config instead, under the same budget.
 
+Every node is assigned the ConfigMap's bytes as they are when the rollout
+starts (their sha256 is pinned): an edit made during the rollout reaches no
+node. Fields whose change the agents refuse unless the assignment allows
+their class (static pods, certificates, the runtime and DNS endpoints,
+authorization, resource managers: docs/security.md) are named before
+anything starts; --allow-unsafe=CLASS[,CLASS] allows them.
+
 A config that changes cpuManagerPolicy, memoryManagerPolicy or
 topologyManagerPolicy on a node needs the node drained first: it is refused
-unless --drain is given. --drain cordons the node and evicts its pods
+unless --drain is given (and --allow-unsafe=resource-managers). --drain cordons the node and evicts its pods
 through the eviction API (PodDisruptionBudgets hold; DaemonSet pods stay)
 before the assignment, and uncordons it once it passed its health gate.
 No other change drains.
@@ -275,6 +282,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 			return err
 		}
 		pin = source.NewPin(target, payload, allow)
+		o.warnNeedsOptIn(payload, allow)
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
@@ -328,6 +336,25 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return o.detach(created.Name)
 	}
 	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
+}
+
+// warnNeedsOptIn warns, before anything reaches a node, about the fields
+// payload sets in a class that the agents refuse to change unless the
+// rollout allows it (push's warning, for the classes --allow-unsafe does not
+// name). A payload that does not decode is left to the agents to refuse.
+func (o *StartOptions) warnNeedsOptIn(payload []byte, allow []string) {
+	cfg, _, err := kubeletconfig.Decode(payload, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
+	if err != nil {
+		return
+	}
+	allowed := make([]kubeletconfig.SafetyClass, len(allow))
+	for i, c := range allow {
+		allowed[i] = kubeletconfig.SafetyClass(c)
+	}
+	if changes := kubeletconfig.NeedsOptIn(cfg, allowed); len(changes) > 0 {
+		fmt.Fprintf(o.ErrOut, "Warning: configmap %s/%s %s; elsewhere, start the rollout with %s (docs/security.md)\n",
+			o.Namespace, o.Config, kubeletconfig.FormatNeedsOptIn(changes), kubeletconfig.AllowFlag(changes))
+	}
 }
 
 // name is --name, or the config's name (or to-local) with a random suffix.
