@@ -258,7 +258,6 @@ func (o *Options) warnWeak(weak []string, unsafe []kubeletconfig.Change) {
 	}
 }
 
-
 // configMap builds the ConfigMap for data, named as --append-hash says.
 func (o *Options) configMap(data []byte) (*corev1.ConfigMap, error) {
 	return BuildConfigMap(o.Namespace, o.Name, o.Key, data, o.AppendHash, o.Immutable)
