@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
@@ -122,7 +123,7 @@ func TestFaults(t *testing.T) {
 	t.Run("assignment changed A to B to A during an apply", func(t *testing.T) {
 		f.createConfig(t, n1, "faults-b", 62, 0)
 		starts := n1.KubeletStarts()
-		began := time.Now()
+		mark := f.historyMark(t, n1.Name)
 		f.holdNextRestart(t, gate, n1, "faults-b")
 		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
 		f.release(t, gate)
@@ -137,7 +138,7 @@ func TestFaults(t *testing.T) {
 		waitStatus(t, c, n1.Name, time.Minute, "active and last-known-good faults-a", func(st *corev1.NodeConfigStatus) bool {
 			return st != nil && st.Error == "" && isCM(st.Assigned, "faults-a") && isCM(st.Active, "faults-a") && isCM(st.LastKnownGood, "faults-a")
 		})
-		f.wantHistoryAfter(t, n1.Name, began, []string{"faults-b", "faults-a"})
+		f.wantHistorySince(t, n1.Name, mark, []string{"faults-b", "faults-a"})
 		time.Sleep(3 * time.Second) // room for a wrong restart
 		// B, then A again: no rollback, no third restart.
 		if got := n1.KubeletStarts() - starts; got != 2 {
@@ -536,10 +537,30 @@ func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assign
 	}
 }
 
-// wantHistoryAfter waits up to a minute for the node's config history, when
-// the agent writes one, to list since began the applies of names, in order,
-// and nothing else: no rollback.
-func (f *faultEnv) wantHistoryAfter(t *testing.T, node string, began time.Time, names []string) {
+// historyMark is node's newest history entry now (nil: none), for
+// wantHistorySince. History times have whole seconds, so a time cannot tell
+// an entry written just before an action from one written just after it;
+// the entries after the mark can.
+func (f *faultEnv) historyMark(t *testing.T, node string) *source.HistoryEntry {
+	t.Helper()
+	n, err := f.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := source.History(n)
+	if err != nil {
+		t.Fatalf("history of %s does not decode: %v", node, err)
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	return &h[len(h)-1]
+}
+
+// wantHistorySince waits up to a minute until node's history entries after
+// mark (all of them when mark is nil or has rotated out) are names, each
+// Applied, in order.
+func (f *faultEnv) wantHistorySince(t *testing.T, node string, mark *source.HistoryEntry, names []string) {
 	t.Helper()
 	var want []string
 	for _, name := range names {
@@ -561,15 +582,18 @@ func (f *faultEnv) wantHistoryAfter(t *testing.T, node string, began time.Time, 
 			t.Logf("%s has no %s annotation; the agent does not write one", node, source.HistoryAnnotation)
 			return
 		}
-		got = got[:0]
-		for i, e := range h {
-			if i > 0 && e.Time.Before(&h[i-1].Time) {
+		start := 0
+		for i := range h {
+			if i > 0 && h[i].Time.Before(&h[i-1].Time) {
 				t.Errorf("history of %s goes back in time at entry %d: %+v", node, i, h)
 				return
 			}
-			if e.Time.Time.Before(began.Truncate(time.Second)) {
-				continue
+			if mark != nil && apiequality.Semantic.DeepEqual(h[i], *mark) {
+				start = i + 1
 			}
+		}
+		got = got[:0]
+		for _, e := range h[start:] {
 			name := "local"
 			if e.Source != nil && e.Source.ConfigMap != nil {
 				name = e.Source.ConfigMap.Name
@@ -577,11 +601,11 @@ func (f *faultEnv) wantHistoryAfter(t *testing.T, node string, began time.Time, 
 			got = append(got, name+" "+e.Result)
 		}
 		if strings.Join(got, ", ") == strings.Join(want, ", ") {
-			t.Logf("history of %s since %s: %v", node, began.Format(time.RFC3339), got)
+			t.Logf("history of %s since the mark: %v", node, got)
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("history of %s since %s: %v, want %v", node, began.Format(time.RFC3339), got, want)
+			t.Errorf("history of %s since the mark: %v, want %v", node, got, want)
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
