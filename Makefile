@@ -89,7 +89,8 @@ unit: ## Unit tests (no cluster)
 .PHONY: e2e
 e2e: test-deps components components-v1.23 components-v1.33 build agent image ## Tests on real etcd, kube-apiserver and kubelets
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
-	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
+	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar DKC_PROBE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-probe.oci.tar \
+	go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s), one after another (docs/reliability.md)
@@ -120,11 +121,13 @@ demo: test-deps components build ## The seed workflow, end to end, on a local cl
 	hack/demo.sh
 
 .PHONY: image
-image: ## Build the agent and pause images as OCI archives in _output/image (no Docker, nothing pulled)
+image: ## Build the agent, pause and readiness-probe images as OCI archives in _output/image (no Docker, nothing pulled)
 	cd hack/image && go run . agent -root $(CURDIR) -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
 		-name $(IMAGE_REPO):$(IMAGE_TAG) -version $(VERSION) -commit $(GIT_COMMIT) \
 		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
 	cd hack/image && go run . pause -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar \
+		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
+	cd hack/image && go run . probe -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-probe.oci.tar \
 		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
 
 .PHONY: clean

@@ -74,7 +74,7 @@ func TestReproducible(t *testing.T) {
 		t.Skip("builds the agent for two platforms")
 	}
 	ctx := context.Background()
-	for _, kind := range []string{"pause", "agent"} {
+	for _, kind := range []string{"pause", "probe", "agent"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
 			o := options{Kind: kind, Root: "../..", Version: "v0.1.0-test", Commit: "0123456", Epoch: 1700000000,
@@ -83,7 +83,7 @@ func TestReproducible(t *testing.T) {
 			var sums [][32]byte
 			for i := range 2 {
 				o.Out = filepath.Join(dir, kind+string(rune('a'+i))+".oci.tar")
-				o.Ref = map[string]string{"pause": DefaultPauseRef, "agent": DefaultAgentRepo + ":v0.1.0-test"}[kind]
+				o.Ref = defaultRef(kind, o.Version)
 				d, err := build(ctx, o)
 				if err != nil {
 					t.Fatal(err)
@@ -156,7 +156,7 @@ func checkArchive(t *testing.T, path, kind string) {
 	if len(im.Manifests) != 1 {
 		t.Fatalf("index.json has %d entries, want 1", len(im.Manifests))
 	}
-	wantName := map[string]string{"pause": DefaultPauseRef, "agent": DefaultAgentRepo + ":v0.1.0-test"}[kind]
+	wantName := map[string]string{"pause": DefaultPauseRef, "probe": DefaultProbeRef, "agent": DefaultAgentRepo + ":v0.1.0-test"}[kind]
 	if got := im.Manifests[0].Annotations[annotationContainerdName]; got != wantName {
 		t.Errorf("image name %q, want %q", got, wantName)
 	}
@@ -180,7 +180,7 @@ func checkArchive(t *testing.T, path, kind string) {
 			t.Fatal(err)
 		}
 		_, _, agentEntry := agentBinary("../..")
-		wantEntry := map[string][]string{"pause": {"/pause"}, "agent": agentEntry}[kind]
+		wantEntry := map[string][]string{"pause": {"/pause"}, "probe": {"/probe"}, "agent": agentEntry}[kind]
 		if diff := cmp.Diff(wantEntry, cfg.Config.Entrypoint); diff != "" {
 			t.Errorf("%s entrypoint (-want +got):\n%s", d.Platform, diff)
 		}

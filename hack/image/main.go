@@ -3,6 +3,7 @@
 //
 //	go run . agent -root ../.. -o ../../_output/image/kubectl-dkc-agent.oci.tar
 //	go run . pause -o ../../_output/image/kubectl-dkc-pause.oci.tar
+//	go run . probe -o ../../_output/image/kubectl-dkc-probe.oci.tar
 //
 // Each image is one layer on an empty base, for every -platforms entry, in
 // one OCI image index. Builds are reproducible: the binaries are built with
@@ -25,13 +26,14 @@ import (
 const (
 	DefaultAgentRepo = "registry.example/kubectl-dkc-agent"
 	DefaultPauseRef  = "registry.example/kubectl-dkc-pause:v1"
+	DefaultProbeRef  = "registry.example/kubectl-dkc-probe:v1"
 )
 
 const sourceURL = "https://github.com/kubectl-dkc/dkc"
 
-// options are the flags of both subcommands.
+// options are the flags of every subcommand.
 type options struct {
-	Kind      string // agent or pause
+	Kind      string // agent, pause or probe
 	Root      string // the kubectl-dkc repository (agent)
 	Binary    string // a prebuilt agent binary, for one platform
 	Out       string
@@ -50,15 +52,15 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause") {
-		return fmt.Errorf("usage: image agent|pause [flags]")
+	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause" && args[0] != "probe") {
+		return fmt.Errorf("usage: image agent|pause|probe [flags]")
 	}
 	o := options{Kind: args[0]}
 	fs := flag.NewFlagSet("image "+o.Kind, flag.ContinueOnError)
 	fs.StringVar(&o.Root, "root", "../..", "The kubectl-dkc repository, whose main package is the agent.")
 	fs.StringVar(&o.Binary, "binary", "", "Use this agent binary (static, as agentBinary names it) instead of building one; needs a single -platforms entry.")
 	fs.StringVar(&o.Out, "o", "", "The OCI image archive to write (required).")
-	fs.StringVar(&o.Ref, "name", "", "The image's name in the archive (default "+DefaultAgentRepo+":VERSION, or "+DefaultPauseRef+").")
+	fs.StringVar(&o.Ref, "name", "", "The image's name in the archive (default "+DefaultAgentRepo+":VERSION, "+DefaultPauseRef+" or "+DefaultProbeRef+").")
 	fs.StringVar(&o.Version, "version", "v0.0.0-dev", "Version stamped into the agent binary, and the agent image's tag.")
 	fs.StringVar(&o.Commit, "commit", "unknown", "Git commit stamped into the agent binary.")
 	fs.Int64Var(&o.Epoch, "epoch", 0, "Unix time of every timestamp in the image, such as the commit's.")
@@ -70,10 +72,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("-o is required: the archive to write")
 	}
 	if o.Ref == "" {
-		o.Ref = DefaultPauseRef
-		if o.Kind == "agent" {
-			o.Ref = DefaultAgentRepo + ":" + o.Version
-		}
+		o.Ref = defaultRef(o.Kind, o.Version)
 	}
 	d, err := build(ctx, o)
 	if err != nil {
@@ -85,6 +84,17 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("%s %s %s (%d bytes)\n", o.Out, o.Ref, d, st.Size())
 	return nil
+}
+
+// defaultRef is the name of kind's image when -name is not given.
+func defaultRef(kind, version string) string {
+	switch kind {
+	case "agent":
+		return DefaultAgentRepo + ":" + version
+	case "probe":
+		return DefaultProbeRef
+	}
+	return DefaultPauseRef
 }
 
 // build writes the archive and returns the image index's digest.
@@ -112,8 +122,10 @@ func build(ctx context.Context, o options) (v1.Hash, error) {
 		switch o.Kind {
 		case "agent":
 			spec, err = agentSpec(ctx, o, p, epoch, work)
+		case "probe":
+			spec, err = programSpec(ctx, here, "probe", "kubectl-dkc-probe", p, epoch, work)
 		default:
-			spec, err = pauseSpec(ctx, here, p, epoch, work)
+			spec, err = programSpec(ctx, here, "pause", "kubectl-dkc-pause", p, epoch, work)
 		}
 		if err != nil {
 			return v1.Hash{}, err
@@ -185,10 +197,12 @@ func agentSpec(ctx context.Context, o options, p platform, epoch time.Time, work
 	}, nil
 }
 
-// pauseSpec is the CRI sandbox image: the static pause program of ./pause.
-func pauseSpec(ctx context.Context, here string, p platform, epoch time.Time, work string) (imageSpec, error) {
-	bin := filepath.Join(work, "pause-"+p.OS+"-"+p.Arch)
-	if err := goBuild(ctx, here, "./pause", p, "-s -w", bin); err != nil {
+// programSpec is the image of one static program of this module, the main
+// package ./name, as /name and the image's entrypoint: the CRI sandbox
+// image (pause) and the readiness-probe target of the e2e tests (probe).
+func programSpec(ctx context.Context, here, name, title string, p platform, epoch time.Time, work string) (imageSpec, error) {
+	bin := filepath.Join(work, name+"-"+p.OS+"-"+p.Arch)
+	if err := goBuild(ctx, here, "./"+name, p, "-s -w", bin); err != nil {
 		return imageSpec{}, err
 	}
 	b, err := os.ReadFile(bin)
@@ -198,10 +212,10 @@ func pauseSpec(ctx context.Context, here string, p platform, epoch time.Time, wo
 	return imageSpec{
 		Platform:   p,
 		Epoch:      epoch,
-		Files:      []file{{Name: "pause", Mode: 0o755, Data: b}},
-		Entrypoint: []string{"/pause"},
+		Files:      []file{{Name: name, Mode: 0o755, Data: b}},
+		Entrypoint: []string{"/" + name},
 		Labels: map[string]string{
-			"org.opencontainers.image.title":   "kubectl-dkc-pause",
+			"org.opencontainers.image.title":   title,
 			"org.opencontainers.image.source":  sourceURL,
 			"org.opencontainers.image.created": epoch.Format(time.RFC3339),
 		},

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHandler(t *testing.T) {
+	srv := httptest.NewServer(newHandler())
+	defer srv.Close()
+	do := func(method, path string) string {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Status + " " + strings.TrimSpace(string(b))
+	}
+	for _, step := range []struct{ method, path, want string }{
+		{"GET", "/readyz", "200 OK ok"},
+		{"GET", "/healthz", "200 OK ok"},
+		{"POST", "/fail", "200 OK failing"},
+		{"GET", "/readyz", "503 Service Unavailable not ready"},
+		{"GET", "/healthz", "200 OK ok"},
+		{"POST", "/ok", "200 OK ok"},
+		{"GET", "/readyz", "200 OK ok"},
+		{"GET", "/fail", "405 Method Not Allowed Method Not Allowed"},
+		{"GET", "/nothing", "404 Not Found 404 page not found"},
+	} {
+		if got := do(step.method, step.path); got != step.want {
+			t.Errorf("%s %s: got %q, want %q", step.method, step.path, got, step.want)
+		}
+	}
+}
+
+// TestServeStops: serve answers on its address and returns nil once its
+// context ends, as on SIGTERM.
+func TestServeStops(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, addr) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /readyz: %s", resp.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return after its context ended")
+	}
+}
