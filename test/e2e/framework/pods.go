@@ -21,10 +21,17 @@ import (
 // node ever pulls registry.k8s.io/pause.
 const PauseImage = "registry.example/kubectl-dkc-pause:v1"
 
+// ProbeImage is the readiness-probe target of the tests (hack/image/probe):
+// `/probe -listen ADDR` answers GET /readyz with 200 until POST /fail, and
+// again after POST /ok. hack/image builds it; ImportImages loads it.
+const ProbeImage = "registry.example/kubectl-dkc-probe:v1"
+
 // Pods (Options.Pods) makes a cluster that runs pods, as a DaemonSet needs:
-//   - kube-controller-manager runs the daemonset controller, and the
+//   - kube-controller-manager runs the daemonset controller, the
 //     root-ca-cert-publisher that writes the kube-root-ca.crt ConfigMap every
-//     service account token volume needs; kube-scheduler binds the pods;
+//     service account token volume needs, and the endpointslice controller,
+//     which lists a Service's pods with their readiness in its
+//     EndpointSlices; kube-scheduler binds the pods;
 //   - each kubelet runs in its containerd's mount namespace, so that the
 //     volumes it mounts (the projected token's tmpfs) are the ones containerd
 //     bind-mounts into containers, as on a real node;
@@ -44,7 +51,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 	kcm := c.newProcess("kube-controller-manager", []string{
 		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
 		"--kubeconfig=" + c.Kubeconfig,
-		"--controllers=daemonset-controller,root-ca-certificate-publisher-controller",
+		"--controllers=daemonset-controller,root-ca-certificate-publisher-controller,endpointslice-controller",
 		"--root-ca-file=" + c.pki.caFile(),
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -208,28 +215,49 @@ func (n *Node) removeContainers() {
 	}
 }
 
+// ImportImages loads OCI image archives into every node's containerd
+// (ImportImage), such as the pause image (PauseImage) and the probe image
+// (ProbeImage) that hack/image writes.
+func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
+	for _, n := range c.Nodes {
+		for _, archive := range archives {
+			if err := n.ImportImage(ctx, archive); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // BuildImages writes the agent image, built from the repository at root,
 // and the pause image as OCI archives into dir, for this host's platform
 // only, with hack/image as `make image` does, and returns their paths.
 func BuildImages(ctx context.Context, root, dir string) (agent, pause string, err error) {
-	agent = filepath.Join(dir, "kubectl-dkc-agent.oci.tar")
-	pause = filepath.Join(dir, "kubectl-dkc-pause.oci.tar")
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return "", "", err
 	}
-	platform := "linux/" + runtime.GOARCH
-	for _, args := range [][]string{
-		{"agent", "-root", abs, "-version", "v0.0.0-e2e", "-platforms", platform, "-o", agent},
-		{"pause", "-platforms", platform, "-o", pause},
-	} {
-		cmd := exec.CommandContext(ctx, "go", append([]string{"run", "."}, args...)...)
-		cmd.Dir = filepath.Join(root, "hack", "image")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("hack/image %s: %w: %s", args[0], err, strings.TrimSpace(string(out)))
-		}
+	if agent, err = BuildImage(ctx, root, dir, "agent", "-root", abs, "-version", "v0.0.0-e2e"); err != nil {
+		return "", "", err
+	}
+	if pause, err = BuildImage(ctx, root, dir, "pause"); err != nil {
+		return "", "", err
 	}
 	return agent, pause, nil
+}
+
+// BuildImage writes hack/image's image kind (agent, pause or probe) as the
+// OCI archive dir/kubectl-dkc-KIND.oci.tar, for this host's platform only,
+// with extra flags after kind's, as `make image` does, and returns its path.
+func BuildImage(ctx context.Context, root, dir, kind string, extra ...string) (string, error) {
+	archive := filepath.Join(dir, "kubectl-dkc-"+kind+".oci.tar")
+	args := append([]string{"run", ".", kind, "-platforms", "linux/" + runtime.GOARCH, "-o", archive}, extra...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Join(root, "hack", "image")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("hack/image %s: %w: %s", kind, err, strings.TrimSpace(string(out)))
+	}
+	return archive, nil
 }
 
 // pauseContainerdConfig is the CRI section of every node's containerd
