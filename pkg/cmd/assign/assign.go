@@ -67,7 +67,7 @@ func NewAssignOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdAssign(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewAssignOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "assign (NODE... | -l SELECTOR | --all) --config NAME",
+		Use:   "assign (NODE... | -l SELECTOR | --all) --config [configmap/]NAME",
 		Short: "Assign a kubelet config in a ConfigMap to nodes",
 		Long: `Assign a kubelet config in a ConfigMap to nodes.
 
@@ -109,6 +109,10 @@ With --wait, exit codes are:
 		Example: `  # Assign a pushed config to one node and wait until it runs it
   kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait
 
+  # Push and assign in a script: push -o name prints configmap/NAME
+  CM=$(kubectl dkc push kubelet.yaml --name my-node-config -o name)
+  kubectl dkc assign node-1 --config "$CM" --wait
+
   # Assign it to every node labelled pool=canary
   kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb
 
@@ -133,7 +137,7 @@ With --wait, exit codes are:
 		},
 	}
 	o.Nodes.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config (required).")
+	cmd.Flags().StringVar(&o.Config, "config", o.Config, "The ConfigMap that holds the kubelet config: NAME or configmap/NAME, as kubectl dkc push -o name prints it (required).")
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
 	util.AddAllowUnsafeFlag(cmd, &o.AllowUnsafe)
 	cmd.Flags().StringVar(&o.Carrier, "carrier", o.Carrier, "Where to store the assignment: auto (detect per node), native (spec.configSource) or annotation.")
@@ -146,9 +150,14 @@ With --wait, exit codes are:
 	return cmd
 }
 
-// Complete fills in the nodes, the namespace and the client.
+// Complete fills in the nodes, the ConfigMap's name (--config may be
+// configmap/NAME: Validate reports one that is not a ConfigMap), the
+// namespace and the client.
 func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
 	o.Nodes.Names = args
+	if name, err := util.ConfigMapName(o.Config); err == nil {
+		o.Config = name
+	}
 	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	ns, err := util.ConfigNamespace(f, cmd)
 	if err != nil {
@@ -167,8 +176,8 @@ func (o *Options) Validate() error {
 	if o.Config == "" {
 		return errors.New("--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it)")
 	}
-	if msgs := validation.IsDNS1123Subdomain(o.Config); len(msgs) > 0 {
-		return fmt.Errorf("invalid --config %q: %s", o.Config, strings.Join(msgs, ", "))
+	if _, err := util.ConfigMapName(o.Config); err != nil {
+		return fmt.Errorf("invalid --config %q: %w", o.Config, err)
 	}
 	if msgs := validation.IsConfigMapKey(o.Key); len(msgs) > 0 {
 		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(msgs, ", "))

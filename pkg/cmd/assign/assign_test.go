@@ -63,6 +63,11 @@ func TestValidate(t *testing.T) {
 			opts: options(func(o *Options) { o.Config = "Bad_Name" }),
 			want: `invalid --config "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
 		},
+		"config as push -o name prints it": {opts: options(func(o *Options) { o.Config = "configmap/cm-5fd8t4bhgb" })},
+		"config of another type": {
+			opts: options(func(o *Options) { o.Config = "secret/cm" }),
+			want: `invalid --config "secret/cm": "secret" is not a ConfigMap type: write NAME or configmap/NAME`,
+		},
 		"bad key": {
 			opts: options(func(o *Options) { o.Key = "a/b" }),
 			want: `invalid --key "a/b": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')`,

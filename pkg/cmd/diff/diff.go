@@ -44,11 +44,20 @@ const (
 	Assigned  Kind = "assigned"
 )
 
-// prefixes maps each accepted KIND/ prefix to its kind.
+// prefixes maps each accepted KIND/ prefix to its kind, but for
+// ConfigMaps' (util.IsConfigMapType).
 var prefixes = map[string]Kind{
 	"node": Node, "nodes": Node, "no": Node,
-	"configmap": ConfigMap, "configmaps": ConfigMap, "cm": ConfigMap,
 	"assigned": Assigned,
+}
+
+// prefixKind returns the kind a KIND/ prefix names.
+func prefixKind(prefix string) (Kind, bool) {
+	if util.IsConfigMapType(prefix) {
+		return ConfigMap, true
+	}
+	kind, ok := prefixes[prefix]
+	return kind, ok
 }
 
 // Source is one parsed input.
@@ -73,7 +82,7 @@ func ParseSource(arg string) (Source, error) {
 		return Source{Kind: Stdin}, nil
 	}
 	prefix, rest, found := strings.Cut(arg, "/")
-	kind, known := prefixes[prefix]
+	kind, known := prefixKind(prefix)
 	if !found || !known {
 		return Source{Kind: File, Path: arg}, nil
 	}

@@ -37,6 +37,9 @@ func TestParseSource(t *testing.T) {
 		"configmap":         {arg: "configmap/x-1", want: Source{Kind: ConfigMap, Name: "x-1"}, wantLabel: "configmap/x-1"},
 		"cm with namespace": {arg: "cm/ns/x", want: Source{Kind: ConfigMap, Namespace: "ns", Name: "x"}, wantLabel: "configmap/ns/x"},
 		"assigned":          {arg: "assigned/n1", want: Source{Kind: Assigned, Name: "n1"}, wantLabel: "assigned/n1"},
+		"configmaps, in kubectl's any case": {
+			arg: "ConfigMaps/x-1", want: Source{Kind: ConfigMap, Name: "x-1"}, wantLabel: "configmap/x-1",
+		},
 		"empty": {
 			arg:     "",
 			wantErr: `invalid input "": name a file, -, node/NAME, configmap/NAME or assigned/NODE`,

@@ -40,10 +40,13 @@ func TestStartValidate(t *testing.T) {
 		opts    *StartOptions
 		wantErr string
 	}{
-		"valid":           {opts: valid(nil)},
-		"to-local":        {opts: valid(func(o *StartOptions) { o.Config, o.ToLocal = "", true })},
-		"no config":       {opts: valid(func(o *StartOptions) { o.Config = "" }), wantErr: "--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it), or use --to-local"},
-		"both":            {opts: valid(func(o *StartOptions) { o.ToLocal = true }), wantErr: "--config and --to-local exclude each other: roll out a config, or go back to local"},
+		"valid":                            {opts: valid(nil)},
+		"to-local":                         {opts: valid(func(o *StartOptions) { o.Config, o.ToLocal = "", true })},
+		"no config":                        {opts: valid(func(o *StartOptions) { o.Config = "" }), wantErr: "--config is required: name the ConfigMap that holds the kubelet config (kubectl dkc push prints it), or use --to-local"},
+		"both":                             {opts: valid(func(o *StartOptions) { o.ToLocal = true }), wantErr: "--config and --to-local exclude each other: roll out a config, or go back to local"},
+		"config as push -o name prints it": {opts: valid(func(o *StartOptions) { o.Config = "configmap/cfg-5fd8t4bhgb" })},
+		"config of another type": {opts: valid(func(o *StartOptions) { o.Config = "secret/cfg" }),
+			wantErr: `invalid --config "secret/cfg": "secret" is not a ConfigMap type: write NAME or configmap/NAME`},
 		"no nodes":        {opts: valid(func(o *StartOptions) { o.Nodes.All = false }), wantErr: "no nodes given: name them as arguments, or use -l/--selector or --all"},
 		"bad budget":      {opts: valid(func(o *StartOptions) { o.MaxUnavailable = "0" }), wantErr: `invalid --max-unavailable "0": must be at least 1 (or 1%)`},
 		"negative canary": {opts: valid(func(o *StartOptions) { o.Canary = -1 }), wantErr: "invalid --canary -1: must not be negative (0 means no canary)"},

@@ -84,7 +84,7 @@ func NewStartOptions(streams genericiooptions.IOStreams) *StartOptions {
 func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewStartOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "start (NODE... | -l SELECTOR | --all) (--config NAME | --to-local)",
+		Use:   "start (NODE... | -l SELECTOR | --all) (--config [configmap/]NAME | --to-local)",
 		Short: "Roll a kubelet config out over nodes: a canary, then waves under a budget",
 		Long: `Roll a kubelet config out over nodes: a canary, then waves under a budget.
 
@@ -160,7 +160,7 @@ Exit codes with --wait:
 	o.Nodes.AddFlags(cmd)
 	o.PrintFlags.AddFlags(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&o.Config, "config", o.Config, "Name of the ConfigMap that holds the kubelet config.")
+	fl.StringVar(&o.Config, "config", o.Config, "The ConfigMap that holds the kubelet config: NAME or configmap/NAME, as kubectl dkc push -o name prints it.")
 	fl.StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
 	fl.BoolVar(&o.ToLocal, "to-local", o.ToLocal, "Send the nodes back to their local config instead of --config.")
 	fl.StringVar(&o.Name, "name", o.Name, "Name of the rollout; default: the config's name and a random suffix.")
@@ -182,9 +182,14 @@ Exit codes with --wait:
 	return cmd
 }
 
-// Complete fills in the nodes, the namespace, the client and the printer.
+// Complete fills in the nodes, the ConfigMap's name (--config may be
+// configmap/NAME: Validate reports one that is not a ConfigMap), the
+// namespace, the client and the printer.
 func (o *StartOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
 	o.Nodes.Names = args
+	if name, err := util.ConfigMapName(o.Config); err == nil {
+		o.Config = name
+	}
 	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	ns, err := util.ConfigNamespace(f, cmd)
 	if err != nil {
@@ -214,10 +219,8 @@ func (o *StartOptions) Validate() error {
 	if _, err := util.ParseAllowUnsafe(o.AllowUnsafe); err != nil {
 		return err
 	}
-	if o.Config != "" {
-		if msgs := validation.IsDNS1123Subdomain(o.Config); len(msgs) > 0 {
-			return fmt.Errorf("invalid --config %q: %s", o.Config, strings.Join(msgs, ", "))
-		}
+	if _, err := util.ConfigMapName(o.Config); err != nil {
+		return fmt.Errorf("invalid --config %q: %w", o.Config, err)
 	}
 	if msgs := validation.IsConfigMapKey(o.Key); len(msgs) > 0 {
 		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(msgs, ", "))

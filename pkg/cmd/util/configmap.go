@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -52,4 +55,42 @@ func WarnAllowUnsafeAnnotation(errOut io.Writer, cm *corev1.ConfigMap) {
 		fmt.Fprintf(errOut, "Warning: configmap %q carries %s=%s, which no agent honours: the opt-in is the assigner's (--allow-unsafe=CLASS on assign or rollout start)\n",
 			cm.Namespace+"/"+cm.Name, source.AllowUnsafeAnnotation, v)
 	}
+}
+
+// configMapTypes are the names kubectl knows ConfigMaps by in TYPE/NAME.
+var configMapTypes = []string{"configmap", "configmaps", "cm"}
+
+// IsConfigMapType reports whether typ, the TYPE of a TYPE/NAME reference,
+// names ConfigMaps as kubectl does: configmap, configmaps or cm, in any
+// case.
+func IsConfigMapType(typ string) bool {
+	return slices.Contains(configMapTypes, strings.ToLower(typ))
+}
+
+// ConfigMapName returns the name of the ConfigMap that ref names, as
+// kubectl names one: NAME, or TYPE/NAME with a TYPE that IsConfigMapType
+// (what kubectl dkc push -o name and kubectl get -o name print), so that
+// their output chains into a flag that takes a ConfigMap. Another TYPE, a
+// namespace in the reference, and a name that is not a DNS subdomain are
+// errors that say what to write. An empty ref returns "".
+func ConfigMapName(ref string) (string, error) {
+	name := ref
+	if typ, rest, found := strings.Cut(ref, "/"); found {
+		switch {
+		case !IsConfigMapType(typ):
+			return "", fmt.Errorf("%q is not a ConfigMap type: write NAME or configmap/NAME", typ)
+		case strings.Contains(rest, "/"):
+			return "", errors.New("write NAME or configmap/NAME, and the namespace with -n")
+		case rest == "":
+			return "", fmt.Errorf("no name after %q: write NAME or configmap/NAME", typ+"/")
+		}
+		name = rest
+	}
+	if name == "" {
+		return "", nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", errors.New(strings.Join(msgs, ", "))
+	}
+	return name, nil
 }
