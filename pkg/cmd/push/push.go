@@ -74,8 +74,10 @@ func NewCmdPush(f genericclioptions.RESTClientGetter, streams genericiooptions.I
 		Long: `Check a KubeletConfiguration and store it in a ConfigMap, ready to assign.
 
 push reads FILE (or stdin for -) as JSON or YAML and refuses it unless it is
-a KubeletConfiguration (kind and apiVersion set) without unknown or duplicate
-fields and without clearly invalid values. The kubelet remains the final judge.
+one KubeletConfiguration (kind and apiVersion set) without unknown or
+duplicate fields and without clearly invalid values. A file of several YAML
+documents is refused (empty ones, such as a leading ---, do not count): a
+ConfigMap holds one config. The kubelet remains the final judge.
 
 The ConfigMap holds the file's bytes unchanged under --key (default kubelet),
 in the namespace given by -n (default kube-system), labelled
@@ -227,6 +229,13 @@ func (o *Options) read() (data []byte, weak []string, unsafe []kubeletconfig.Cha
 	}
 	if !utf8.Valid(data) {
 		return nil, nil, nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
+	}
+	if err := kubeletconfig.SingleDocument(data); err != nil {
+		var docs *kubeletconfig.DocumentsError
+		if errors.As(err, &docs) {
+			return nil, nil, nil, fmt.Errorf("%s: %w: push takes one KubeletConfiguration per ConfigMap; push each document from a file of its own", o.displayName(), err)
+		}
+		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
 	cfg, warnings, err := kubeletconfig.Decode(data, kubeletconfig.DecodeOptions{AllowUnknownFields: o.AllowUnknownFields})
 	if err != nil {

@@ -263,6 +263,23 @@ func TestRun(t *testing.T) {
 				`host-access (staticPodURL), redirect (containerRuntimeEndpoint). ` +
 				"A node whose kubelet runs the same values applies them; elsewhere, assign with --allow-unsafe=host-access,redirect (docs/security.md)\n",
 		},
+		"two documents": {
+			input:   validConfig + "---\n" + validConfig,
+			wantErr: "stdin: 2 YAML documents, the second at line 4: push takes one KubeletConfiguration per ConfigMap; push each document from a file of its own",
+		},
+		"a leading and a trailing marker": {
+			input:   "# the node's config\n---\n" + validConfig + "---\n",
+			change:  func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "name" },
+			wantOut: "configmap/my-node-config-75d874tb75\n",
+		},
+		"an empty document first": {
+			input:   "---\n---\n" + validConfig,
+			wantErr: "stdin: an empty YAML document (line 1) comes before the config (line 2), and only the first document is read: remove the empty one",
+		},
+		"empty": {
+			input:   "# nothing yet\n",
+			wantErr: "stdin: empty: a KubeletConfiguration is a JSON or YAML object with kind and apiVersion",
+		},
 		"invalid value": {
 			input:   "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: -1\n",
 			wantErr: "stdin: validate kubelet config: maxPods: must be >= 0, got -1",
