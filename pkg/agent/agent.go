@@ -57,8 +57,13 @@ type Agent struct {
 	Metrics  *Metrics
 	// KubeletRootDir holds the CPU and memory manager state files.
 	KubeletRootDir string
-	// HealthTimeout bounds the health gate after each restart.
+	// HealthTimeout bounds the health gate's kubelet checks after each
+	// restart.
 	HealthTimeout time.Duration
+	// PodReadyTimeout bounds the health gate's wait, after the kubelet's
+	// checks passed, for the pods that were Ready before the restart to be
+	// Ready again (pods.go).
+	PodReadyTimeout time.Duration
 	// TrialDuration is how long an applied config must run before it
 	// becomes last-known-good.
 	TrialDuration time.Duration
@@ -101,6 +106,8 @@ type Agent struct {
 	drifted string
 
 	cms configMapWatch
+	// podView shows the pods bound to the node; Run watches them.
+	podView podView
 }
 
 func (a *Agent) setDefaults() {
@@ -112,6 +119,9 @@ func (a *Agent) setDefaults() {
 	}
 	if a.HealthTimeout == 0 {
 		a.HealthTimeout = DefaultHealthTimeout
+	}
+	if a.PodReadyTimeout == 0 {
+		a.PodReadyTimeout = DefaultPodReadyTimeout
 	}
 	if a.DriftCheckInterval == 0 {
 		a.DriftCheckInterval = DefaultDriftCheckInterval
@@ -160,6 +170,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("watch node: %w", err)
 	}
 	a.cms = configMapWatch{client: a.Client, handler: handler, enqueue: func() { queue.Add(nodeKey) }}
+	if a.podView == nil {
+		pods, err := watchPods(ctx, a.Client, a.NodeName, a.Clock, func() { queue.Add(nodeKey) })
+		if err != nil {
+			return fmt.Errorf("watch pods: %w", err)
+		}
+		a.podView = pods
+	}
 	var informerDone sync.WaitGroup
 	informerDone.Go(func() { nodes.RunWithContext(ctx) })
 

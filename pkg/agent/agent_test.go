@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,6 +55,40 @@ type env struct {
 	recorder *record.FakeRecorder
 	store    *checkpoint.Store
 	dir      string
+	pods     *fakePods
+}
+
+// readyNode is the env's Node: Ready, as a kubelet that runs reports it.
+func readyNode() *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+}
+
+// fakePods is a podView holding the pods bound to the node: list, or what
+// onList returns for the n-th list (from 1), when set.
+type fakePods struct {
+	mu      sync.Mutex
+	list    []*corev1.Pod
+	onList  func(n int) []*corev1.Pod
+	lists   int
+	err     error
+	stopped map[types.UID]string
+}
+
+func (f *fakePods) pods() ([]*corev1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if f.onList != nil {
+		return f.onList(f.lists), f.err
+	}
+	return f.list, f.err
+}
+
+func (f *fakePods) stoppedSince(time.Time) map[types.UID]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
 }
 
 func newEnv(t *testing.T) *env {
@@ -65,7 +100,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{
-		client:   fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"}}),
+		client:   fake.NewClientset(readyNode()),
 		writer:   &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(local), Current: []byte(local)},
 		restart:  &kfake.FakeRestarter{},
 		prober:   &kfake.FakeProber{},
@@ -73,6 +108,7 @@ func newEnv(t *testing.T) *env {
 		recorder: record.NewFakeRecorder(100),
 		store:    store,
 		dir:      dir,
+		pods:     &fakePods{},
 	}
 	e.a = e.newAgent()
 	return e
@@ -92,6 +128,7 @@ func (e *env) newAgent() *Agent {
 		KubeletRootDir: e.dir,
 		HealthTimeout:  time.Minute,
 		TrialDuration:  trial,
+		podView:        e.pods,
 	}
 	a.setDefaults()
 	return a
@@ -247,7 +284,7 @@ func TestApply(t *testing.T) {
 
 	requeue := e.sync(t)
 
-	diff(t, "requeue", trial, requeue)
+	diff(t, "requeue (the trial's next check)", trialCheckInterval, requeue)
 	diff(t, "kubelet config", cfgA, string(e.writer.Current))
 	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
 	diff(t, "probes", 1, len(e.prober.Expectations))
@@ -256,7 +293,7 @@ func TestApply(t *testing.T) {
 	diff(t, "events", []string{"Normal Applied"}, e.events())
 
 	// A second sync (the agent's own status patch) changes nothing.
-	diff(t, "requeue", trial, e.sync(t))
+	diff(t, "requeue", trialCheckInterval, e.sync(t))
 	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
 	diff(t, "events", []string(nil), e.events())
 }
@@ -462,7 +499,7 @@ func TestTrialPromotion(t *testing.T) {
 	e := newEnv(t)
 	e.configMap(t, "a", cfgA, nil)
 	e.assign(t, "a")
-	diff(t, "requeue", trial, e.sync(t))
+	diff(t, "requeue", trialCheckInterval, e.sync(t))
 
 	e.clk.Step(trial - time.Second)
 	diff(t, "requeue before the trial ends", time.Second, e.sync(t))
@@ -487,7 +524,7 @@ func TestTrialSurvivesAgentRestart(t *testing.T) {
 	if err := e.a.startup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	diff(t, "requeue after restart", 4*time.Minute, e.sync(t))
+	diff(t, "requeue after restart", trialCheckInterval, e.sync(t))
 	diff(t, "probes (one verification after the restart)", 2, len(e.prober.Expectations))
 	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -48,8 +49,23 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	if err != nil {
 		return 0, fmt.Errorf("read kubelet config: %w", err)
 	}
+	// The pods bound to the node: what the config must leave room for,
+	// and the baseline its health gate and trial hold the node to.
+	pods, err := a.nodePods()
+	var perr *configError
+	switch {
+	case errors.Is(err, errNotSynced):
+		return 0, nil // the pod informer's first sync queues the node
+	case errors.As(err, &perr):
+		return 0, a.refuse(ctx, node, c, as, st, perr)
+	case err != nil:
+		return 0, err
+	}
+	base := nodehealth.Take(node, pods, a.Clock.Now())
+	facts := nodeFacts(node)
+	facts.RunningPods = nodehealth.Running(pods)
 	checkBegan := a.Clock.Now()
-	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe, nodeFacts(node))
+	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe, facts)
 	a.Metrics.PhaseDuration.WithLabelValues(PhaseValidate).Observe(a.Clock.Since(checkBegan).Seconds())
 	if cerr != nil {
 		return 0, a.refuse(ctx, node, c, as, st, cerr)
@@ -69,7 +85,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	prev, verify := st, a.verify
 	a.verify = nil
 	now := a.Clock.Now()
-	st.Assigned, st.AssignedAt = want, &now
+	st.Assigned, st.AssignedAt, st.Baseline = want, &now, &base
 	if st.ErrorSource != nil && source.Equal(st.ErrorSource, want) {
 		st.Error, st.ErrorSource = "", nil
 	}
@@ -80,7 +96,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	// Once the restarted kubelet shows want in its configz, status names
 	// want as active while the gate waits for its Ready.
 	running := func() { a.reportRunning(ctx, node, c, want) }
-	restarted, _, err := a.activate(ctx, want, as.payload, current, true, running)
+	restarted, _, err := a.activate(ctx, want, as.payload, current, gating{kubelet: true, pods: &base}, running)
 	if err != nil && ctx.Err() != nil {
 		return 0, ctx.Err() // shutting down: the next start verifies
 	}
@@ -145,14 +161,14 @@ func (e *writeError) Unwrap() error { return e.err }
 
 // activate makes payload, the config of src (nil: the local config), the
 // kubelet's config, records src as the config last written, and, if that
-// changed the effective config, restarts the kubelet and (with gate) gates
-// on its health. before is the effective config before the write. A CPU or
+// changed the effective config, restarts the kubelet and gates on its
+// health as gate says. before is the effective config before the write. A CPU or
 // memory manager policy change removes the manager's state file while the
-// kubelet is stopped. Without gate it returns when the restart began, for a
-// later gate; running, if set, is the gate's Expectation.Running. A write
+// kubelet is stopped. Without a kubelet gate it returns when the restart
+// began, for a later gate; running, if set, is the gate's Expectation.Running. A write
 // that fails with the effective config still before returns a *writeError,
 // with nothing recorded.
-func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payload, before []byte, gate bool, running func()) (restarted bool, since time.Time, err error) {
+func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payload, before []byte, gate gating, running func()) (restarted bool, since time.Time, err error) {
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
 	if payload == nil {
@@ -187,10 +203,23 @@ func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payl
 		return false, since, nil
 	}
 	since, err = a.restart(ctx, before, after)
-	if err != nil || !gate {
+	if err != nil || !gate.kubelet {
 		return true, since, err
 	}
-	return true, since, a.probe(ctx, after, since, running)
+	if err := a.probe(ctx, after, since, running); err != nil {
+		return true, since, err
+	}
+	return true, since, a.awaitPods(ctx, gate.pods)
+}
+
+// gating says how activate gates on the kubelet's health after a restart.
+type gating struct {
+	// kubelet gates on the kubelet's own checks (kubelet.Prober).
+	kubelet bool
+	// pods, when set, then holds the node's pods to this baseline
+	// (awaitPods). A rollback or a reset does not: the config it puts
+	// back is where the node is safest.
+	pods *nodehealth.Baseline
 }
 
 // restart restarts the kubelet for a change from before to after, and

@@ -78,7 +78,7 @@ type crashEnv struct {
 
 func newCrashEnv(t *testing.T, dir string, mode kubelet.ApplyMode, configure func(*Agent)) *crashEnv {
 	t.Helper()
-	ce := newCrashEnvOn(t, dir, mode, configure, t0, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"}})
+	ce := newCrashEnvOn(t, dir, mode, configure, t0, readyNode())
 	must(t, os.MkdirAll(ce.configDir, 0o700))
 	must(t, os.WriteFile(ce.configPath, []byte(local), 0o600))
 	// An operator's drop-in, merged over every config.
@@ -102,6 +102,7 @@ func newCrashEnvOn(t *testing.T, dir string, mode kubelet.ApplyMode, configure f
 		clk:      clk,
 		recorder: record.NewFakeRecorder(1000),
 		dir:      dir,
+		pods:     &fakePods{},
 	}
 	return ce
 }

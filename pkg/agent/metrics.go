@@ -27,6 +27,7 @@ const (
 	PhaseWrite    = "write"
 	PhaseRestart  = "restart"
 	PhaseProbe    = "probe"
+	PhasePods     = "pods"
 	PhaseRollback = "rollback"
 	PhaseReport   = "report"
 )

@@ -41,7 +41,7 @@ func (a *Agent) reset(ctx context.Context, node *corev1.Node, st checkpoint.Stat
 			return err
 		}
 		var err error
-		restarted, _, err = a.activate(ctx, nil, nil, obs.effective, true, nil)
+		restarted, _, err = a.activate(ctx, nil, nil, obs.effective, gating{kubelet: true}, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -30,7 +30,7 @@ func (a *Agent) rollback(ctx context.Context, node *corev1.Node, c source.Carrie
 		return err
 	}
 	st.Error = fmt.Sprintf("%s: kubelet failed the health gate on %s, rolled back to %s: %v", status.ValidateError, describe(want), describe(st.LastKnownGood), cause)
-	st.ErrorSource = want
+	st.ErrorSource, st.Baseline = want, nil
 	klog.FromContext(ctx).Info("Rolling back to the last-known-good config", "lastKnownGood", describe(st.LastKnownGood), "err", cause)
 	if err := a.setState(st); err != nil {
 		return err
@@ -54,7 +54,7 @@ func (a *Agent) restoreLastKnownGood(ctx context.Context, node *corev1.Node, c s
 	if err != nil {
 		return fmt.Errorf("read kubelet config: %w", err)
 	}
-	if _, _, err := a.activate(ctx, lkg, payload, current, true, nil); err != nil {
+	if _, _, err := a.activate(ctx, lkg, payload, current, gating{kubelet: true}, nil); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

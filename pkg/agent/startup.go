@@ -80,7 +80,7 @@ func (a *Agent) startup(ctx context.Context) error {
 		target, payload = nil, nil
 	}
 	began := a.Clock.Now()
-	restarted, since, err := a.activate(ctx, target, payload, obs.effective, false, nil)
+	restarted, since, err := a.activate(ctx, target, payload, obs.effective, gating{}, nil)
 	var werr *writeError
 	if errors.As(err, &werr) {
 		// The kubelet keeps what its config holds, which the record's

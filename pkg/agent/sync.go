@@ -233,7 +233,11 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 		since := *a.verify
 		a.verify = nil
 		klog.FromContext(ctx).Info("Verifying the kubelet's health on the config in trial", "assigned", describe(st.Assigned))
-		if err := a.probe(ctx, obs.effective, since, nil); err != nil {
+		err := a.probe(ctx, obs.effective, since, nil)
+		if err == nil {
+			err = a.awaitPods(ctx, st.Baseline)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
@@ -241,6 +245,12 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 		}
 	}
 	a.verify = nil
+	if !source.Equal(st.LastKnownGood, st.Assigned) {
+		// In trial: the node must stay as fine as before the restart.
+		if err := a.checkTrial(ctx, node, st.Baseline); err != nil {
+			return 0, a.rollback(ctx, node, c, st.Assigned, a.Clock.Now(), err)
+		}
+	}
 	requeue, st, err := a.trial(ctx, st)
 	if err != nil {
 		return 0, err
@@ -284,7 +294,7 @@ func (a *Agent) reportRunning(ctx context.Context, node *corev1.Node, c source.C
 		carrier: c,
 		status:  a.observedStatus(st, st.Assigned, obs, ""),
 		reason:  ReasonVerifying,
-		message: fmt.Sprintf("kubelet runs %s (its configz shows it); the health gate waits for Ready from the restarted kubelet", describe(want)),
+		message: fmt.Sprintf("kubelet runs %s (its configz shows it); the health gate waits for Ready from the restarted kubelet, then for the pods that were Ready before", describe(want)),
 	}
 	if err := a.publish(ctx, node, r); err != nil {
 		logger.Error(err, "Could not report the config the kubelet runs; the health gate goes on")

@@ -11,8 +11,9 @@ import (
 )
 
 // trial promotes the assigned config to last-known-good once it has run for
-// TrialDuration since its trial started, and otherwise says how long is
-// left. It returns the record as it left it.
+// TrialDuration since its trial started, and otherwise says when to sync
+// again: when the trial ends, or sooner for the next trial check (settle).
+// It returns the record as it left it.
 //
 // Invariant: a trial's start is recorded once, in the record, and survives
 // agent and kubelet restarts (upstream measured it from meta/assigned's
@@ -32,9 +33,13 @@ func (a *Agent) trial(ctx context.Context, st checkpoint.State) (time.Duration, 
 		klog.FromContext(ctx).Info("Recorded the start of the trial of an adopted assignment", "config", describe(st.Assigned))
 	}
 	if left := a.TrialDuration - a.Clock.Since(*st.AssignedAt); left > 0 {
+		if st.Baseline != nil {
+			// Check the node against its baseline at least this often.
+			left = min(left, trialCheckInterval)
+		}
 		return left, st, nil
 	}
-	st.LastKnownGood = st.Assigned
+	st.LastKnownGood, st.Baseline = st.Assigned, nil
 	if err := a.setState(st); err != nil {
 		return 0, st, err
 	}

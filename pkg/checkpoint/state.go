@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 )
 
 // stateFile is the agent's record, meta/state.
@@ -43,6 +45,10 @@ type State struct {
 	// the kubelet (its health gate) and must not be put back.
 	Error       string                   `json:"error,omitempty"`
 	ErrorSource *corev1.NodeConfigSource `json:"errorSource,omitempty"`
+	// Baseline is what the node ran before the kubelet restarted on
+	// Assigned: its trial holds the node to it. Nil when Assigned needed
+	// no restart, or once its trial ended.
+	Baseline *nodehealth.Baseline `json:"baseline,omitempty"`
 }
 
 // Failed reports whether the assigned config failed on the kubelet: the
@@ -77,6 +83,7 @@ func (s State) DeepCopy() State {
 	c.Active = s.Active.DeepCopy()
 	c.LastKnownGood = s.LastKnownGood.DeepCopy()
 	c.ErrorSource = s.ErrorSource.DeepCopy()
+	c.Baseline = s.Baseline.DeepCopy()
 	if s.AssignedAt != nil {
 		at := *s.AssignedAt
 		c.AssignedAt = &at

@@ -90,6 +90,14 @@ func (c *Clientset) ConfigMaps(namespace string) ConfigMapClient {
 		gentype.PrefersProtobuf[*corev1.ConfigMap]())
 }
 
+// Pods returns the client of the Pods in namespace ("": all namespaces).
+func (c *Clientset) Pods(namespace string) PodClient {
+	return gentype.NewClientWithList("pods", c.core, parameterCodec, namespace,
+		func() *corev1.Pod { return &corev1.Pod{} },
+		func() *corev1.PodList { return &corev1.PodList{} },
+		gentype.PrefersProtobuf[*corev1.Pod]())
+}
+
 // Leases returns the client of the Leases in namespace.
 func (c *Clientset) Leases(namespace string) LeaseClient {
 	return gentype.NewClient("leases", c.coordination, parameterCodec, namespace,

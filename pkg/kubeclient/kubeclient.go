@@ -1,6 +1,6 @@
 // Package kubeclient is the node agent's API client: typed clients for
 // exactly the resources the agent reads and writes (Nodes, ConfigMaps, the
-// node's Lease, Events), built with client-go's gentype over a scheme that
+// node's Pods and Lease, Events), built with client-go's gentype over a scheme that
 // holds only core/v1 and coordination.k8s.io/v1.
 //
 // It exists for the agent's memory. client-go's clientset, and every
@@ -41,6 +41,13 @@ type ConfigMapClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// PodClient lists and watches Pods; the agent asks only for those bound to
+// its node (a spec.nodeName field selector).
+type PodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // LeaseClient reads Leases in one namespace.
 type LeaseClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
@@ -60,6 +67,7 @@ type EventClient interface {
 type Interface interface {
 	Nodes() NodeClient
 	ConfigMaps(namespace string) ConfigMapClient
+	Pods(namespace string) PodClient
 	Leases(namespace string) LeaseClient
 	Events(namespace string) EventClient
 }

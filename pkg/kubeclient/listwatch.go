@@ -29,6 +29,17 @@ func ConfigMapListWatch(client Interface, namespace string, narrow func(*metav1.
 		cms.Watch)
 }
 
+// PodListWatch lists and watches the Pods of client in every namespace for
+// an informer, each request's options narrowed by narrow.
+func PodListWatch(client Interface, narrow func(*metav1.ListOptions)) cache.ListerWatcher {
+	pods := client.Pods(metav1.NamespaceAll)
+	return listWatch(client, narrow,
+		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, opts)
+		},
+		pods.Watch)
+}
+
 // listWatch is what client-go's generated informers build: a ListWatch
 // that streams its initial list (WatchList) unless client says it cannot.
 func listWatch(client Interface, narrow func(*metav1.ListOptions),

@@ -53,6 +53,7 @@ type Options struct {
 	KubeletServerName  string
 	KubeletInsecure    bool
 	HealthTimeout      time.Duration
+	PodReadyTimeout    time.Duration
 	TrialDuration      time.Duration
 	OnDrift            string
 	DriftCheckInterval time.Duration
@@ -79,6 +80,7 @@ func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 		SystemdUnit:            "kubelet.service",
 		RestartTimeout:         2 * time.Minute,
 		HealthTimeout:          dkcagent.DefaultHealthTimeout,
+		PodReadyTimeout:        dkcagent.DefaultPodReadyTimeout,
 		TrialDuration:          dkcagent.DefaultTrialDuration,
 		OnDrift:                dkcagent.DriftReport,
 		DriftCheckInterval:     dkcagent.DefaultDriftCheckInterval,
@@ -150,7 +152,8 @@ the right config: at start it puts the checkpointed config in place.`,
 	fl.StringVar(&o.KubeletCAFile, "kubelet-certificate-authority", o.KubeletCAFile, "CA file that verifies the kubelet's serving certificate (default: the CA of the agent's kubeconfig). For a self-signed kubelet certificate: the kubelet's --cert-dir/kubelet.crt.")
 	fl.StringVar(&o.KubeletServerName, "kubelet-tls-server-name", o.KubeletServerName, "Name the kubelet's serving certificate must carry (default: the host of --kubelet-url). A self-signed kubelet certificate names the node's hostname.")
 	fl.BoolVar(&o.KubeletInsecure, "kubelet-insecure-skip-tls-verify", o.KubeletInsecure, "Do not verify the kubelet's serving certificate. Insecure: the agent's credential goes to whoever answers at the kubelet's address.")
-	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate (healthz, configz, Ready) before the agent rolls back. A kubelet whose healthz and configz pass is kept when only the apiserver does not answer.")
+	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate's kubelet checks (healthz, configz, Ready) before the agent rolls back. A kubelet whose healthz and configz pass is kept when only the apiserver does not answer.")
+	fl.DurationVar(&o.PodReadyTimeout, "pod-ready-timeout", o.PodReadyTimeout, "How long, once the kubelet's checks passed, the health gate waits for the pods that were Ready before the restart to be Ready again before the agent rolls back. Kubelets up to 1.34 mark every probed pod not Ready at a restart until its readiness probe passes again.")
 	fl.DurationVar(&o.TrialDuration, "trial-duration", o.TrialDuration, "How long an applied config must run before it becomes last-known-good.")
 	fl.StringVar(&o.OnDrift, "on-drift", o.OnDrift, "What to do when the kubelet's config holds bytes the agent never wrote (kubeadm upgrade, config management): report (condition, Event, history) or reassert (also put the assigned config back through the restart and health gate).")
 	fl.DurationVar(&o.DriftCheckInterval, "drift-check-interval", o.DriftCheckInterval, "How often the agent compares the kubelet's config with its record when nothing else makes it sync.")
@@ -207,6 +210,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--restart-timeout must be positive, got %s", o.RestartTimeout)
 	case o.HealthTimeout <= 0:
 		return fmt.Errorf("--health-timeout must be positive, got %s", o.HealthTimeout)
+	case o.PodReadyTimeout <= 0:
+		return fmt.Errorf("--pod-ready-timeout must be positive, got %s", o.PodReadyTimeout)
 	case o.TrialDuration < 0:
 		return fmt.Errorf("--trial-duration must not be negative, got %s", o.TrialDuration)
 	case o.DriftCheckInterval < 0:
@@ -280,6 +285,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Metrics:            dkcagent.NewMetrics(),
 		KubeletRootDir:     o.KubeletRootDir,
 		HealthTimeout:      o.HealthTimeout,
+		PodReadyTimeout:    o.PodReadyTimeout,
 		TrialDuration:      o.TrialDuration,
 		OnDrift:            o.OnDrift,
 		DriftCheckInterval: o.DriftCheckInterval,
@@ -335,7 +341,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	logger.Info("Starting", "node", o.NodeName, "version", version.Get().Version, "applyMode", o.ApplyMode,
-		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "trialDuration", o.TrialDuration)
+		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "podReadyTimeout", o.PodReadyTimeout, "trialDuration", o.TrialDuration)
 	ready.status("Putting the checkpointed kubelet config in place")
 	return a.Run(ctx)
 }

@@ -12,7 +12,7 @@ func TestValidate(t *testing.T) {
 		return Options{
 			NodeName: "n1", DynamicConfigDir: "/var/lib/dkc", KubeletConfig: "/var/lib/kubelet/config.yaml",
 			KubeletRootDir: "/var/lib/kubelet", ApplyMode: "replace", Restart: "systemd", SystemdUnit: "kubelet.service",
-			RestartTimeout: time.Minute, HealthTimeout: time.Minute, TrialDuration: 10 * time.Minute,
+			RestartTimeout: time.Minute, HealthTimeout: time.Minute, PodReadyTimeout: time.Minute, TrialDuration: 10 * time.Minute,
 			MetricsBindAddress: "127.0.0.1:10390", HealthBindAddress: "0",
 		}
 	}
@@ -47,8 +47,9 @@ func TestValidate(t *testing.T) {
 			edit:    func(o *Options) { o.KubeletCAFile = "/var/lib/kubelet/pki/kubelet.crt"; o.KubeletInsecure = true },
 			wantErr: "--kubelet-insecure-skip-tls-verify and --kubelet-certificate-authority exclude each other: pass one",
 		},
-		"zero health timeout": {edit: func(o *Options) { o.HealthTimeout = 0 }, wantErr: "--health-timeout must be positive, got 0s"},
-		"negative trial":      {edit: func(o *Options) { o.TrialDuration = -time.Second }, wantErr: "--trial-duration must not be negative, got -1s"},
+		"zero health timeout":        {edit: func(o *Options) { o.HealthTimeout = 0 }, wantErr: "--health-timeout must be positive, got 0s"},
+		"negative pod ready timeout": {edit: func(o *Options) { o.PodReadyTimeout = -time.Second }, wantErr: "--pod-ready-timeout must be positive, got -1s"},
+		"negative trial":             {edit: func(o *Options) { o.TrialDuration = -time.Second }, wantErr: "--trial-duration must not be negative, got -1s"},
 		"bad metrics address": {
 			edit:    func(o *Options) { o.MetricsBindAddress = "10390" },
 			wantErr: `--metrics-bind-address must be host:port (or "0" to disable), got "10390"`,

@@ -27,6 +27,10 @@ func (c clientset) ConfigMaps(namespace string) kubeclient.ConfigMapClient {
 	return c.cs.CoreV1().ConfigMaps(namespace)
 }
 
+func (c clientset) Pods(namespace string) kubeclient.PodClient {
+	return c.cs.CoreV1().Pods(namespace)
+}
+
 func (c clientset) Leases(namespace string) kubeclient.LeaseClient {
 	return c.cs.CoordinationV1().Leases(namespace)
 }

@@ -1,0 +1,297 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// runningPod is a Running pod default/NAME, Ready or not.
+func runningPod(name string, ready bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}}
+	p.Status.Phase = corev1.PodRunning
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	return p
+}
+
+// evictedPod is default/NAME stopped by the kubelet's eviction manager.
+func evictedPod(name string) *corev1.Pod {
+	p := runningPod(name, false)
+	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+	return p
+}
+
+// syncStepping is e.sync while the fake clock steps on whenever the agent
+// waits on it (the gate's waits), and how far it stepped.
+func (e *env) syncStepping(t *testing.T) (time.Duration, time.Duration) {
+	t.Helper()
+	type result struct {
+		requeue time.Duration
+		err     error
+	}
+	done := make(chan result, 1)
+	node := e.node(t)
+	go func() {
+		requeue, err := e.a.sync(context.Background(), node, e.getConfigMap)
+		done <- result{requeue, err}
+	}()
+	start := e.clk.Now()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("sync: %v", r.err)
+			}
+			return r.requeue, e.clk.Since(start)
+		case <-deadline:
+			t.Fatal("sync did not return")
+		case <-time.After(time.Millisecond):
+			if e.clk.HasWaiters() {
+				e.clk.Step(podGateInterval)
+			}
+		}
+	}
+}
+
+// The gate waits for the pods that were Ready before the restart, as
+// kubelets up to 1.34 make them not Ready for a moment, and passes once they
+// are Ready again.
+func TestGateWaitsForPodsReadyAgain(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	// List 1 is the baseline; lists 2-4 (the gate's first looks) show web
+	// not Ready, as a restarted 1.33 kubelet shows it until its probe.
+	e.pods.onList = func(n int) []*corev1.Pod {
+		return []*corev1.Pod{runningPod("web", n == 1 || n > 4), runningPod("batch", false)}
+	}
+
+	_, waited := e.syncStepping(t)
+
+	diff(t, "condition", "True Trial", e.condition(t))
+	diff(t, "restarter calls", []string{"Restart"}, e.restart.CallsSnapshot())
+	diff(t, "pod lists (baseline, then the gate's looks)", 5, e.pods.lists)
+	diff(t, "gate's wait", 3*podGateInterval, waited)
+	diff(t, "baseline recorded for the trial", 1, e.stored(t).Baseline.ReadyPods())
+}
+
+func TestGateRollsBackWhenPodsDoNotRecover(t *testing.T) {
+	e := newEnv(t)
+	e.a.PodReadyTimeout = 10 * time.Second
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.pods.onList = func(n int) []*corev1.Pod {
+		return []*corev1.Pod{runningPod("web", n == 1)}
+	}
+
+	_, waited := e.syncStepping(t)
+
+	diff(t, "condition", "False RolledBack", e.condition(t))
+	diff(t, "restarter calls (apply, rollback)", []string{"Restart", "Restart"}, e.restart.CallsSnapshot())
+	diff(t, "kubelet config", local, string(e.writer.Current))
+	if waited < e.a.PodReadyTimeout {
+		t.Errorf("gate gave up after %s, before its timeout %s", waited, e.a.PodReadyTimeout)
+	}
+	want := "health gate: after 10s: pod default/web was Ready before the restart and is not Ready"
+	if got := e.status(t).Error; !strings.Contains(got, want) {
+		t.Errorf("status error %q does not contain %q", got, want)
+	}
+	if ev := e.events(); len(ev) == 0 || ev[len(ev)-1] != "Warning RolledBack" {
+		t.Errorf("events %v do not end with Warning RolledBack", ev)
+	}
+}
+
+// A pod the restarted kubelet stops (evicted, or rejected when it admits
+// the node's pods again) fails the gate at once: no wait for readiness.
+func TestGateRollsBackOnStoppedPod(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.pods.onList = func(n int) []*corev1.Pod {
+		if n == 1 {
+			return []*corev1.Pod{runningPod("web", true)}
+		}
+		return []*corev1.Pod{evictedPod("web")}
+	}
+
+	_, waited := e.syncStepping(t)
+
+	diff(t, "condition", "False RolledBack", e.condition(t))
+	diff(t, "gate's wait", time.Duration(0), waited)
+	want := "health gate: pod default/web was stopped by the kubelet: Evicted: The node was low on resource: memory."
+	if got := e.status(t).Error; !strings.Contains(got, want) {
+		t.Errorf("status error %q does not contain %q", got, want)
+	}
+}
+
+// After the gate, the trial holds the node to its baseline until promotion,
+// also across an agent restart: the baseline is in the record.
+func TestTrialRollsBack(t *testing.T) {
+	tests := map[string]struct {
+		// during changes the world during the trial.
+		during func(t *testing.T, e *env)
+		want   string
+	}{
+		"pod evicted": {
+			during: func(t *testing.T, e *env) { e.pods.list = []*corev1.Pod{evictedPod("web")} },
+			want:   "trial: pod default/web was stopped by the kubelet: Evicted: The node was low on resource: memory.",
+		},
+		"pod stopped and deleted": {
+			during: func(t *testing.T, e *env) {
+				e.pods.list = nil
+				e.pods.stopped = map[types.UID]string{"uid-web": "OutOfpods: Node didn't have enough resource: pods"}
+			},
+			want: "trial: pod default/web was stopped by the kubelet: OutOfpods: Node didn't have enough resource: pods",
+		},
+		"memory pressure": {
+			during: func(t *testing.T, e *env) {
+				e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasInsufficientMemory"})
+			},
+			want: "trial: node condition MemoryPressure turned True: KubeletHasInsufficientMemory",
+		},
+		"node not Ready": {
+			during: func(t *testing.T, e *env) {
+				e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown"})
+			},
+			want: "trial: node Ready is Unknown: NodeStatusUnknown",
+		},
+		"lease not renewed": {
+			during: func(t *testing.T, e *env) {
+				renewed := metav1.NewMicroTime(e.clk.Now().Add(-time.Minute))
+				_, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(),
+					&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}, metav1.CreateOptions{})
+				must(t, err)
+			},
+			want: "trial: node lease last renewed 1m10s ago, at or beyond the node monitor grace period 50s",
+		},
+	}
+	for name, tc := range tests {
+		for _, restartAgent := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "", true: " after an agent restart"}[restartAgent], func(t *testing.T) {
+				e := newEnv(t)
+				e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse})
+				e.pods.list = []*corev1.Pod{runningPod("web", true)}
+				e.configMap(t, "a", cfgA, nil)
+				e.assign(t, "a")
+				e.sync(t)
+				diff(t, "condition", "True Trial", e.condition(t))
+				e.clk.Step(trialCheckInterval)
+				diff(t, "requeue of a trial check that passes", trialCheckInterval, e.sync(t))
+
+				if restartAgent {
+					e.a = e.newAgent()
+				}
+				tc.during(t, e)
+				e.clk.Step(trialCheckInterval)
+				e.sync(t)
+
+				diff(t, "condition", "False RolledBack", e.condition(t))
+				diff(t, "kubelet config", local, string(e.writer.Current))
+				if got := e.status(t).Error; !strings.Contains(got, tc.want) {
+					t.Errorf("status error %q does not contain %q", got, tc.want)
+				}
+				if e.stored(t).Baseline != nil {
+					t.Error("the record keeps a baseline after the rollback")
+				}
+			})
+		}
+	}
+}
+
+// Promotion ends the checks: the baseline goes with the trial.
+func TestPromotionEndsTrialChecks(t *testing.T) {
+	e := newEnv(t)
+	e.pods.list = []*corev1.Pod{runningPod("web", true)}
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	e.clk.Step(trial)
+	diff(t, "requeue after promotion", time.Duration(0), e.sync(t))
+	if e.stored(t).Baseline != nil {
+		t.Error("the record keeps a baseline after promotion")
+	}
+	e.pods.list = []*corev1.Pod{evictedPod("web")}
+	e.sync(t)
+	diff(t, "condition after promotion", "True Applied", e.condition(t))
+}
+
+// Without the node's pods the gate cannot hold them to anything: the agent
+// says so and leaves the kubelet alone until it can list them.
+func TestPodsNotListable(t *testing.T) {
+	e := newEnv(t)
+	e.pods.err = &listError{err: apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New(`User "system:serviceaccount:kube-system:dkc-agent" cannot list resource "pods"`))}
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+
+	_, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap)
+
+	if err == nil {
+		t.Fatal("sync succeeded without the node's pods")
+	}
+	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+	diff(t, "kubelet config", local, string(e.writer.Current))
+	diff(t, "condition", "False Failed", e.condition(t))
+	if got, want := e.status(t).Error, "the agent needs list and watch on pods"; !strings.Contains(got, want) {
+		t.Errorf("status error %q does not contain %q", got, want)
+	}
+
+	// Until the first list, nothing happens and nothing is reported.
+	e.pods.err = errNotSynced
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err != nil {
+		t.Fatalf("sync before the pods are listed: %v", err)
+	}
+	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+
+	e.pods.err = nil
+	e.sync(t)
+	diff(t, "condition once listed", "True Trial", e.condition(t))
+}
+
+// maxPods below what the node runs now is refused before any restart: the
+// restarted kubelet would reject the pods beyond it.
+func TestMaxPodsBelowRunningPodsRefused(t *testing.T) {
+	e := newEnv(t)
+	for i := range 43 {
+		e.pods.list = append(e.pods.list, runningPod("p"+string(rune('a'+i%26))+string(rune('a'+i/26)), true))
+	}
+	e.configMap(t, "a", cfgA, nil) // maxPods 42
+	e.assign(t, "a")
+	e.sync(t)
+
+	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+	diff(t, "condition", "False Refused", e.condition(t))
+	if got, want := e.status(t).Error, "the node runs 43 pods now"; !strings.Contains(got, want) {
+		t.Errorf("status error %q does not contain %q", got, want)
+	}
+}
+
+// setNodeCondition sets (or adds) condition c on the env's Node.
+func (e *env) setNodeCondition(t *testing.T, c corev1.NodeCondition) {
+	t.Helper()
+	n := e.node(t)
+	found := false
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == c.Type {
+			n.Status.Conditions[i], found = c, true
+		}
+	}
+	if !found {
+		n.Status.Conditions = append(n.Status.Conditions, c)
+	}
+	_, err := e.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+	must(t, err)
+}
