@@ -32,6 +32,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -60,6 +61,10 @@ type Agent struct {
 	// HealthTimeout bounds the health gate's kubelet checks after each
 	// restart.
 	HealthTimeout time.Duration
+	// Signals measures the node's eviction signals now, for the bounds
+	// (kubeletconfig.CheckBounds); nil measures none. Default: hostSignals
+	// of KubeletRootDir.
+	Signals func() map[string]kubeletconfig.Signal
 	// PodReadyTimeout bounds the health gate's wait, after the kubelet's
 	// checks passed, for the pods that were Ready before the restart to be
 	// Ready again (pods.go).
@@ -119,6 +124,9 @@ func (a *Agent) setDefaults() {
 	}
 	if a.HealthTimeout == 0 {
 		a.HealthTimeout = DefaultHealthTimeout
+	}
+	if a.Signals == nil {
+		a.Signals = func() map[string]kubeletconfig.Signal { return hostSignals(a.KubeletRootDir) }
 	}
 	if a.PodReadyTimeout == 0 {
 		a.PodReadyTimeout = DefaultPodReadyTimeout

@@ -29,6 +29,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -129,6 +130,8 @@ func (e *env) newAgent() *Agent {
 		HealthTimeout:  time.Minute,
 		TrialDuration:  trial,
 		podView:        e.pods,
+		// The host's memory and disk are not the fake node's.
+		Signals: func() map[string]kubeletconfig.Signal { return nil },
 	}
 	a.setDefaults()
 	return a

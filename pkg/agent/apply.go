@@ -62,10 +62,8 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 		return 0, err
 	}
 	base := nodehealth.Take(node, pods, a.Clock.Now())
-	facts := nodeFacts(node)
-	facts.RunningPods = nodehealth.Running(pods)
 	checkBegan := a.Clock.Now()
-	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe, facts)
+	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe, a.nodeFacts(node, pods))
 	a.Metrics.PhaseDuration.WithLabelValues(PhaseValidate).Observe(a.Clock.Since(checkBegan).Seconds())
 	if cerr != nil {
 		return 0, a.refuse(ctx, node, c, as, st, cerr)

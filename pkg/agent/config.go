@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -99,10 +100,14 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 }
 
 // nodeFacts is what the agent knows of node for kubeletconfig.CheckBounds:
-// its capacity. The pods it runs are not counted (the bounds that need
-// them are skipped).
-func nodeFacts(node *corev1.Node) kubeletconfig.NodeFacts {
-	return kubeletconfig.NodeFacts{Capacity: node.Status.Capacity}
+// its capacity, the pods it runs (of pods, the pods bound to it), and the
+// eviction signals measured on it now.
+func (a *Agent) nodeFacts(node *corev1.Node, pods []*corev1.Pod) kubeletconfig.NodeFacts {
+	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods)}
+	if a.Signals != nil {
+		f.Signals = a.Signals()
+	}
+	return f
 }
 
 // running returns the config the kubelet runs, from its /configz, or nil

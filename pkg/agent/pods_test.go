@@ -10,9 +10,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
 
 // runningPod is a Running pod default/NAME, Ready or not.
@@ -294,4 +297,23 @@ func (e *env) setNodeCondition(t *testing.T, c corev1.NodeCondition) {
 	}
 	_, err := e.client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
 	must(t, err)
+}
+
+// An eviction threshold that the node crosses right now is refused before
+// any restart: the restarted kubelet would evict at once.
+func TestThresholdCrossedNowRefused(t *testing.T) {
+	e := newEnv(t)
+	e.a.Signals = func() map[string]kubeletconfig.Signal {
+		return map[string]kubeletconfig.Signal{"nodefs.available": {Available: resource.MustParse("30Gi"), Capacity: resource.MustParse("100Gi")}}
+	}
+	e.configMap(t, "a", `{`+header+`,"maxPods":42,"evictionHard":{"nodefs.available":"40%"}}`, nil)
+	e.assign(t, "a")
+	e.sync(t)
+
+	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
+	diff(t, "condition", "False Refused", e.condition(t))
+	want := `evictionHard["nodefs.available"] 40% (the node has 30Gi of 100Gi available now: it would evict at once)`
+	if got := e.status(t).Error; !strings.Contains(got, want) {
+		t.Errorf("status error %q does not contain %q", got, want)
+	}
 }

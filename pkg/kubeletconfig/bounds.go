@@ -24,6 +24,17 @@ type NodeFacts struct {
 	// NodeMonitorGracePeriod is kube-controller-manager's
 	// --node-monitor-grace-period; 0 means DefaultNodeMonitorGracePeriod.
 	NodeMonitorGracePeriod time.Duration
+	// Signals are the eviction signals measured on the node now, by name
+	// ("memory.available", "nodefs.available", "nodefs.inodesFree"). A
+	// signal that is missing skips the bound that needs it.
+	Signals map[string]Signal
+}
+
+// Signal is an eviction signal's value on the node now: how much of
+// Capacity is available.
+type Signal struct {
+	Available resource.Quantity
+	Capacity  resource.Quantity
 }
 
 // Violation is a config value that cannot be right on the node: Field and
@@ -81,7 +92,8 @@ var evictionCapacity = map[string]corev1.ResourceName{
 }
 
 // CheckBounds returns the values of cfg that cannot be right on a live node
-// described by facts: eviction thresholds the node always crosses, lease and
+// described by facts: eviction thresholds the node always crosses or crosses
+// right now, lease and
 // status intervals at or beyond the node monitor grace period, a pod limit
 // below the pods the node runs, and reservations that leave nothing
 // allocatable. The kubelet accepts all of them and stays Ready at first;
@@ -91,8 +103,8 @@ var evictionCapacity = map[string]corev1.ResourceName{
 func CheckBounds(cfg *kubeletconfigv1beta1.KubeletConfiguration, facts NodeFacts) []Violation {
 	var out []Violation
 	hard := effectiveEvictionHard(cfg)
-	out = append(out, evictionBounds("evictionHard", hard, facts.Capacity)...)
-	out = append(out, evictionBounds("evictionSoft", cfg.EvictionSoft, facts.Capacity)...)
+	out = append(out, evictionBounds("evictionHard", hard, facts)...)
+	out = append(out, evictionBounds("evictionSoft", cfg.EvictionSoft, facts)...)
 
 	grace := facts.NodeMonitorGracePeriod
 	if grace <= 0 {
@@ -165,11 +177,16 @@ func effectiveEvictionHard(cfg *kubeletconfigv1beta1.KubeletConfiguration) map[s
 	return merged
 }
 
-func evictionBounds(field string, thresholds map[string]string, capacity corev1.ResourceList) []Violation {
+func evictionBounds(field string, thresholds map[string]string, facts NodeFacts) []Violation {
+	capacity := facts.Capacity
 	var out []Violation
 	for _, signal := range slices.Sorted(maps.Keys(thresholds)) {
 		value := thresholds[signal]
 		name := fmt.Sprintf("%s[%q]", field, signal)
+		if v, ok := crossedNow(value, facts.Signals[signal]); ok {
+			out = append(out, Violation{Field: name, Value: value, Bound: v})
+			continue
+		}
 		if p, ok := percent(value); ok {
 			if p >= 100 {
 				out = append(out, Violation{Field: name, Value: value, Bound: "at or above 100%: the node always crosses it"})
@@ -190,6 +207,29 @@ func evictionBounds(field string, thresholds map[string]string, capacity corev1.
 		}
 	}
 	return out
+}
+
+// crossedNow reports, when the node measured the signal (its capacity is
+// known), whether the threshold value is crossed by what is available now,
+// and the bound in words.
+func crossedNow(value string, s Signal) (string, bool) {
+	if s.Capacity.IsZero() {
+		return "", false
+	}
+	var threshold resource.Quantity
+	if p, ok := percent(value); ok {
+		threshold = *resource.NewQuantity(int64(float64(s.Capacity.Value())*p/100), s.Capacity.Format)
+	} else {
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return "", false
+		}
+		threshold = q
+	}
+	if s.Available.Cmp(threshold) >= 0 {
+		return "", false
+	}
+	return fmt.Sprintf("the node has %s of %s available now: it would evict at once", s.Available.String(), s.Capacity.String()), true
 }
 
 // reservationBound checks that kubeReserved, systemReserved and, for memory

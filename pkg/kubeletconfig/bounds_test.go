@@ -47,6 +47,25 @@ func TestCheckBounds(t *testing.T) {
 			cfg:   newConfig(func(c *config) { c.MaxPods = 1; c.KubeReserved = map[string]string{"memory": "1Ti"} }),
 			facts: NodeFacts{},
 		},
+		"eviction thresholds the node crosses right now": {
+			cfg: newConfig(func(c *config) {
+				c.EvictionHard = map[string]string{"memory.available": "6Gi", "nodefs.available": "50%", "nodefs.inodesFree": "5%"}
+				c.EvictionSoft = map[string]string{"nodefs.available": "30%"}
+			}),
+			facts: func() NodeFacts {
+				f := node()
+				f.Signals = map[string]Signal{
+					"memory.available":  {Available: resource.MustParse("5Gi"), Capacity: resource.MustParse("8Gi")},
+					"nodefs.available":  {Available: resource.MustParse("40Gi"), Capacity: resource.MustParse("100Gi")},
+					"nodefs.inodesFree": {Available: resource.MustParse("900k"), Capacity: resource.MustParse("1M")},
+				}
+				return f
+			}(),
+			want: []Violation{
+				{Field: `evictionHard["memory.available"]`, Value: "6Gi", Bound: "the node has 5Gi of 8Gi available now: it would evict at once"},
+				{Field: `evictionHard["nodefs.available"]`, Value: "50%", Bound: "the node has 40Gi of 100Gi available now: it would evict at once"},
+			},
+		},
 		"eviction percentages at or above 100%": {
 			cfg: newConfig(func(c *config) {
 				c.EvictionHard = map[string]string{"memory.available": "100%", "nodefs.inodesFree": "99.9%"}
