@@ -140,8 +140,10 @@ func (s Source) cluster() bool {
 
 // Options holds the flags of `kubectl dkc diff`.
 type Options struct {
-	Args      []string
-	Key       string
+	Args []string
+	Key  string
+	// DropIn is --drop-in: B is merged over A before they are compared.
+	DropIn    bool
 	Namespace string
 
 	client kubernetes.Interface
@@ -170,8 +172,21 @@ A and B are each one of:
   configmap/NS/NAME    a ConfigMap in namespace NS
   assigned/NODE        the ConfigMap assigned to NODE, with the assignment's key
 
-Both sides are normalized first (YAML with sorted keys), so that only
-differences in content show, whatever the format or the order of fields.
+Each side must be one KubeletConfiguration (kind and apiVersion set, no
+duplicate fields, one YAML document): an empty file or another kind is an
+error, not a diff. Fields this version of dkc does not know are compared,
+with a warning. Both sides are normalized (YAML with sorted keys), so that
+only differences in content show, whatever the format or the order of fields.
+
+--drop-in compares effective configs when B is a drop-in: a partial
+KubeletConfiguration, as an agent with --apply-mode=dropin applies it. B is
+merged over A as the kubelet merges a --config-dir file over its --config
+(a JSON merge patch, RFC 7386: maps merge key by key, lists and scalars are
+replaced, null deletes a field), and the diff shows what B changes in A.
+A is the base: node/NODE for the config NODE runs now. Without --drop-in,
+both sides are compared as they are, and a field B leaves out shows as
+removed. (If NODE already runs a dkc drop-in, a field that only the old
+drop-in sets stays in the base, where the kubelet would drop it.)
 
 Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
 2 when something went wrong.`,
@@ -185,13 +200,18 @@ Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
   kubectl dkc diff configmap/my-node-config-5m9fkd4h7c configmap/my-node-config-8tbk2gcd6f
 
   # Two nodes
-  kubectl dkc diff node/node-1 node/node-2`,
+  kubectl dkc diff node/node-1 node/node-2
+
+  # What a drop-in (a partial config) would change on a node
+  kubectl dkc diff node/node-1 max-pods.yaml --drop-in
+  kubectl dkc diff node/node-1 assigned/node-1 --drop-in`,
 		ValidArgsFunction: completion(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return trouble(o.complete(f, cmd, args))
 		},
 	}
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "ConfigMap key that holds the config, for configmap/ inputs.")
+	cmd.Flags().BoolVar(&o.DropIn, "drop-in", o.DropIn, "B is a drop-in (a partial config): compare A with B merged over A, as the kubelet merges --config-dir files.")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return trouble(err) })
 	return cmd
 }
@@ -274,17 +294,22 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	var docs [2][]byte
 	for i, s := range sources {
-		doc, err := o.read(ctx, s)
-		if err != nil {
+		if docs[i], err = o.read(ctx, s); err != nil {
 			return err
 		}
-		norm, err := kubeletconfig.Normalize(doc)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.Label(), err)
-		}
-		docs[i] = norm
 	}
-	d := kubeletconfig.UnifiedDiff(sources[0].Label(), sources[1].Label(), docs[0], docs[1])
+	labels := [2]string{sources[0].Label(), sources[1].Label()}
+	a, b, warnings, err := Effective(labels, docs, o.DropIn)
+	for _, w := range warnings {
+		fmt.Fprintf(o.ErrOut, "Warning: %s\n", w)
+	}
+	if err != nil {
+		return err
+	}
+	if o.DropIn {
+		labels[1] += " over " + labels[0]
+	}
+	d := kubeletconfig.UnifiedDiff(labels[0], labels[1], a, b)
 	if d == "" {
 		return nil
 	}
@@ -292,6 +317,53 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	return &util.ExitError{Code: ExitDiffer}
+}
+
+// Effective checks that docs, the inputs A and B named by labels, are each
+// one KubeletConfiguration, and returns them normalized, to be compared:
+// A, and B, or with dropIn B merged over A (an RFC 7386 merge patch, as the
+// kubelet merges a --config-dir file over its --config). Unknown fields
+// are compared; warnings names each, with its input.
+func Effective(labels [2]string, docs [2][]byte, dropIn bool) (a, b []byte, warnings []string, err error) {
+	var configs [2][]byte
+	for i, doc := range docs {
+		j, ws, err := config(doc)
+		for _, w := range ws {
+			warnings = append(warnings, labels[i]+": "+w)
+		}
+		if err != nil {
+			return nil, nil, warnings, fmt.Errorf("%s: %w", labels[i], err)
+		}
+		configs[i] = j
+	}
+	if dropIn {
+		merged, err := kubeletconfig.MergePatch(configs[0], configs[1])
+		if err != nil {
+			return nil, nil, warnings, fmt.Errorf("%s over %s: %w", labels[1], labels[0], err)
+		}
+		configs[1] = merged
+	}
+	if a, err = kubeletconfig.Normalize(configs[0]); err != nil {
+		return nil, nil, warnings, fmt.Errorf("%s: %w", labels[0], err)
+	}
+	if b, err = kubeletconfig.Normalize(configs[1]); err != nil {
+		return nil, nil, warnings, fmt.Errorf("%s: %w", labels[1], err)
+	}
+	return a, b, warnings, nil
+}
+
+// config checks that doc is one KubeletConfiguration and returns it as
+// JSON, nulls kept (a drop-in's null deletes a field), with a warning for
+// each unknown field.
+func config(doc []byte) ([]byte, []string, error) {
+	if err := kubeletconfig.SingleDocument(doc); err != nil {
+		var docs *kubeletconfig.DocumentsError
+		if errors.As(err, &docs) {
+			return nil, nil, fmt.Errorf("%w: diff compares one KubeletConfiguration on each side", err)
+		}
+		return nil, nil, err
+	}
+	return kubeletconfig.DecodePartial(doc, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
 }
 
 // read returns the document s names.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -157,6 +158,7 @@ func TestRun(t *testing.T) {
 		a, b     string
 		stdin    string
 		key      string
+		dropIn   bool
 		wantOut  string
 		wantCode int
 		wantErr  string
@@ -186,6 +188,27 @@ func TestRun(t *testing.T) {
 			a: "configmap/nope", b: "-",
 			wantErr: `read configmap "nope" in namespace "kube-system": configmaps "nope" not found`,
 		},
+		"empty stdin": {
+			a: "configmap/c110", b: "-", stdin: "\n",
+			wantErr: "-: empty: a KubeletConfiguration is a JSON or YAML object with kind and apiVersion",
+		},
+		"not a KubeletConfiguration": {
+			a: "configmap/c110", b: "-", stdin: "kind: ConfigMap\napiVersion: v1\n",
+			wantErr: `-: load kubelet config: kind "ConfigMap" is not supported: want kind: KubeletConfiguration, apiVersion "v1" is not supported: want apiVersion: kubelet.config.k8s.io/v1beta1`,
+		},
+		"two documents": {
+			a: "configmap/c110", b: "-", stdin: cfg110 + "---\n" + cfg42,
+			wantErr: "-: 2 YAML documents, the second at line 4: diff compares one KubeletConfiguration on each side",
+		},
+		"a drop-in over a configmap": {
+			a: "configmap/c110", b: "-", dropIn: true,
+			stdin:   "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 42\n",
+			wantOut: "--- configmap/c110\n+++ - over configmap/c110\n" + diff110to42[len("--- A\n+++ B\n"):], wantCode: 1,
+		},
+		"a drop-in that changes nothing": {
+			a: "configmap/c110", b: "-", dropIn: true,
+			stdin: "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n",
+		},
 		"missing file": {
 			a: "/nonexistent/kubelet.yaml", b: "-",
 			wantErr: "read open /nonexistent/kubelet.yaml: no such file or directory",
@@ -212,6 +235,7 @@ func TestRun(t *testing.T) {
 			o := &Options{
 				Args:      args,
 				Key:       key,
+				DropIn:    tc.dropIn,
 				Namespace: "kube-system",
 				client:    fake.NewClientset(objects...),
 				IOStreams: streams,
@@ -261,4 +285,93 @@ func TestTrouble(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEffective: each side is checked as one KubeletConfiguration, and a
+// drop-in is merged over its base as the kubelet merges --config-dir
+// files: maps key by key, lists and scalars replaced, null deletes.
+func TestEffective(t *testing.T) {
+	const head = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"
+	const base = head + `maxPods: 110
+clusterDNS: [10.0.0.10, 10.0.0.11]
+cpuManagerPolicy: static
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 10%
+`
+	tests := map[string]struct {
+		a, b         string
+		dropIn       bool
+		wantA, wantB string
+		wantWarnings []string
+		wantErr      string
+	}{
+		"two complete configs": {
+			a: base, b: head + "maxPods: 42\n",
+			wantA: base, wantB: head + "maxPods: 42\n",
+		},
+		"a drop-in": {
+			a: base, dropIn: true,
+			b: head + `maxPods: 42
+clusterDNS: [10.0.0.12]
+cpuManagerPolicy: null
+evictionHard:
+  memory.available: 200Mi
+`,
+			wantA: base,
+			wantB: head + `maxPods: 42
+clusterDNS: [10.0.0.12]
+evictionHard:
+  memory.available: 200Mi
+  nodefs.available: 10%
+`,
+		},
+		"an unknown field": {
+			a: base, b: head + "maxPod: 1\n",
+			wantA: base, wantB: head + "maxPod: 1\n",
+			wantWarnings: []string{`B: unknown field "maxPod"`},
+		},
+		"an empty base": {
+			a: "", b: base, dropIn: true,
+			wantErr: "A: empty: a KubeletConfiguration is a JSON or YAML object with kind and apiVersion",
+		},
+		"a drop-in without kind": {
+			a: base, b: "maxPods: 42\n", dropIn: true,
+			wantErr: `B: load kubelet config: missing "kind": add kind: KubeletConfiguration, missing "apiVersion": add apiVersion: kubelet.config.k8s.io/v1beta1`,
+		},
+		"a duplicate field": {
+			a: base + "maxPods: 1\n", b: base,
+			wantErr: `A: load kubelet config: duplicate field "maxPods" (line 9)`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a, b, warnings, err := Effective([2]string{"A", "B"}, [2][]byte{[]byte(tc.a), []byte(tc.b)}, tc.dropIn)
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Fatalf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+			if err != nil {
+				return
+			}
+			for _, side := range []struct{ want, got string }{{tc.wantA, string(a)}, {tc.wantB, string(b)}} {
+				want, err := kubeletconfig.Normalize([]byte(side.want))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(string(want), side.got); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
