@@ -317,3 +317,25 @@ func TestThresholdCrossedNowRefused(t *testing.T) {
 		t.Errorf("status error %q does not contain %q", got, want)
 	}
 }
+
+// An agent restarted during a trial verifies the kubelet's health, and does
+// not then judge the trial on the Node as its sync began: that copy may show
+// the NotReady of the kubelet's restart, which the verification waited out.
+func TestVerifiedSyncDoesNotJudgeItsStaleNode(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "PLEG is not healthy: pleg has yet to be successful"})
+	stale := e.node(t)
+	e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"})
+
+	e.a = e.newAgent()
+	must(t, e.a.startup(context.Background()))
+	if _, err := e.a.sync(context.Background(), stale, e.getConfigMap); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+
+	diff(t, "condition", "True Trial", e.condition(t))
+	diff(t, "probes (the apply's, the verification's)", 2, len(e.prober.Expectations))
+}

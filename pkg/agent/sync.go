@@ -227,6 +227,7 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 	if st.Failed() {
 		return 0, a.publish(ctx, node, a.rolledBackReport(c, st, obs))
 	}
+	verified := false
 	if a.verify != nil && !source.Equal(st.LastKnownGood, st.Assigned) {
 		// The agent started during this config's trial, perhaps killed
 		// between a restart and its health gate: gate it now.
@@ -243,10 +244,13 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 			}
 			return 0, a.rollback(ctx, node, c, st.Assigned, a.Clock.Now(), err)
 		}
+		verified = true
 	}
 	a.verify = nil
-	if !source.Equal(st.LastKnownGood, st.Assigned) {
-		// In trial: the node must stay as fine as before the restart.
+	if !verified && !source.Equal(st.LastKnownGood, st.Assigned) {
+		// In trial: the node must stay as fine as before the restart. (A
+		// sync that just verified the kubelet's health has checked more,
+		// and its node predates that check: the next sync checks again.)
 		if err := a.checkTrial(ctx, node, st.Baseline); err != nil {
 			return 0, a.rollback(ctx, node, c, st.Assigned, a.Clock.Now(), err)
 		}

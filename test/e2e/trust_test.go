@@ -105,6 +105,9 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 			{"eviction-everything", `cannot be right on this node: evictionHard`, func(cfg map[string]any) {
 				cfg["evictionHard"] = map[string]any{"memory.available": "100%"}
 			}},
+			{"eviction-crossed-now", `evictionHard["nodefs.available"] 99% (the node has `, func(cfg map[string]any) {
+				cfg["evictionHard"] = map[string]any{"nodefs.available": "99%", "memory.available": "1Mi"}
+			}},
 			{"lease-an-hour", `cannot be right on this node: nodeLeaseDurationSeconds`, func(cfg map[string]any) { cfg["nodeLeaseDurationSeconds"] = 3600 }},
 		} {
 			t.Run(p.name, func(t *testing.T) {
