@@ -207,7 +207,7 @@ func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payl
 	if err := a.probe(ctx, after, since, running); err != nil {
 		return true, since, err
 	}
-	return true, since, a.awaitPods(ctx, gate.pods)
+	return true, since, a.awaitPods(ctx, gate.pods, since)
 }
 
 // gating says how activate gates on the kubelet's health after a restart.

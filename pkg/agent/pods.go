@@ -106,18 +106,26 @@ func watchPods(ctx context.Context, client kubeclient.Interface, node string, cl
 }
 
 // slimPod keeps of a pod what the checks read: its identity, deletion,
-// phase, reason and conditions. A node's pods then cost the agent a few
+// its readiness probes' period and timeout, phase, reason and conditions. A node's pods then cost the agent a few
 // hundred bytes each.
 func slimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
+	var containers []corev1.Container
+	for _, c := range p.Spec.Containers {
+		if r := c.ReadinessProbe; r != nil {
+			containers = append(containers, corev1.Container{Name: c.Name,
+				ReadinessProbe: &corev1.Probe{PeriodSeconds: r.PeriodSeconds, TimeoutSeconds: r.TimeoutSeconds}})
+		}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
 		},
+		Spec: corev1.PodSpec{Containers: containers},
 		Status: corev1.PodStatus{
 			Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
 			Conditions: p.Status.Conditions,
@@ -182,14 +190,15 @@ func (a *Agent) nodePods() ([]*corev1.Pod, error) {
 }
 
 // awaitPods is the health gate's last step, after the kubelet's own checks
-// passed: it waits up to PodReadyTimeout until the node is fine by base (the
-// pods that were Ready are Ready again), and fails at once when a pod was
+// passed on a kubelet restarted at restarted: it waits up to PodReadyTimeout
+// until the node is fine by base (the pods that were Ready are Ready again,
+// and on kubelets that reset readiness, probed again), and fails at once when a pod was
 // stopped or a pressure condition turned True. The Node is read from the
 // apiserver at each look. If the last look could not read the Node or the
 // pods when the wait ends, the gate passes on the kubelet's checks alone,
 // and the log says so: the apiserver being away does not roll a kubelet
 // back.
-func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline) error {
+func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline, restarted time.Time) error {
 	if base == nil {
 		return nil
 	}
@@ -208,7 +217,7 @@ func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline) error 
 			unreadable = fmt.Errorf("list pods: %w", err)
 		}
 		if unreadable == nil {
-			v := nodehealth.Judge(*base, nodehealth.Observed{Node: node, Pods: pods, Stopped: a.podView.stoppedSince(base.Taken), Now: a.Clock.Now()}, nodehealth.Gate)
+			v := nodehealth.Judge(*base, nodehealth.Observed{Node: node, Pods: pods, Stopped: a.podView.stoppedSince(base.Taken), Now: a.Clock.Now(), Restarted: restarted}, nodehealth.Gate)
 			if v.Failed != "" {
 				return fmt.Errorf("health gate: %s", v.Failed)
 			}

@@ -236,7 +236,7 @@ func (a *Agent) settle(ctx context.Context, node *corev1.Node, c source.Carrier,
 		klog.FromContext(ctx).Info("Verifying the kubelet's health on the config in trial", "assigned", describe(st.Assigned))
 		err := a.probe(ctx, obs.effective, since, nil)
 		if err == nil {
-			err = a.awaitPods(ctx, st.Baseline)
+			err = a.awaitPods(ctx, st.Baseline, since)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

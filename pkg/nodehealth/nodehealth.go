@@ -15,7 +15,12 @@
 //   - at the gate only: every pod that was Ready before the restart is Ready
 //     again. Kubelets up to 1.34 reset every probed container's readiness at
 //     a restart (kubernetes/kubernetes#100277); from 1.35 readiness is kept
-//     unless the node's Ready condition flipped (KEP-4781).
+//     unless the node's Ready condition flipped (KEP-4781). A kubelet up to
+//     1.34 first reports the pod as it was, and resets its readiness only
+//     when the probe's worker starts, at a random moment within one probe
+//     period: so on those kubelets the gate also waits until each probed
+//     pod's readiness was decided again after the restart (its Ready
+//     condition changed since), or one period and timeout have passed.
 //
 // A pod deleted since the baseline (scaled down, rescheduled by its owner)
 // is not the config's doing and is not judged. Judge is a pure function of
@@ -30,6 +35,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 )
 
 // Baseline is what a node ran before its kubelet restarted on a new config.
@@ -51,6 +57,10 @@ type Pod struct {
 	UID       types.UID `json:"uid"`
 	// Ready is whether its Ready condition was True.
 	Ready bool `json:"ready,omitempty"`
+	// ProbeWait is the longest readiness probe period plus timeout of its
+	// containers: by then a restarted kubelet has probed each of them
+	// once. Zero when no container has a readiness probe.
+	ProbeWait time.Duration `json:"probeWait,omitempty"`
 }
 
 func (p Pod) String() string { return p.Namespace + "/" + p.Name }
@@ -90,7 +100,7 @@ func Take(node *corev1.Node, pods []*corev1.Pod, now time.Time) Baseline {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		b.Pods = append(b.Pods, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Ready: podReady(p)})
+		b.Pods = append(b.Pods, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Ready: podReady(p), ProbeWait: probeWait(p)})
 	}
 	slices.SortFunc(b.Pods, func(x, y Pod) int { return strings.Compare(x.String(), y.String()) })
 	return b
@@ -115,12 +125,46 @@ func isPressure(t corev1.NodeConditionType) bool {
 }
 
 func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
+}
+
+// probeWait is the longest periodSeconds plus timeoutSeconds of p's
+// readiness probes (the apiserver defaults them to 10 and 1).
+func probeWait(p *corev1.Pod) time.Duration {
+	var longest time.Duration
+	for _, c := range p.Spec.Containers {
+		r := c.ReadinessProbe
+		if r == nil {
+			continue
+		}
+		period, timeout := r.PeriodSeconds, r.TimeoutSeconds
+		if period <= 0 {
+			period = 10
+		}
+		if timeout <= 0 {
+			timeout = 1
+		}
+		longest = max(longest, time.Duration(period+timeout)*time.Second)
+	}
+	return longest
+}
+
+// ResetsReadiness reports whether node's kubelet resets the readiness of
+// probed containers when it restarts: versions before 1.35, and a version
+// it cannot read.
+func ResetsReadiness(node *corev1.Node) bool {
+	v, err := version.ParseGeneric(node.Status.NodeInfo.KubeletVersion)
+	return err != nil || v.LessThan(version.MajorMinor(1, 35))
 }
 
 // Stage is the part of an apply a judgement is for.
@@ -148,6 +192,10 @@ type Observed struct {
 	// LeaseRenewed is the renewTime of the node's Lease; zero when it was
 	// not read (the gate: the kubelet's Prober checked it).
 	LeaseRenewed time.Time
+	// Restarted is when the kubelet's restart began; zero when unknown.
+	// At the gate, on a kubelet that resets readiness (ResetsReadiness), a
+	// probed pod must have had its readiness decided since.
+	Restarted time.Time
 	// Grace is the node monitor grace period: a Lease not renewed for that
 	// long makes the node Unknown.
 	Grace time.Duration
@@ -186,8 +234,18 @@ func Judge(b Baseline, o Observed, s Stage) Verdict {
 			failed = append(failed, fmt.Sprintf("pod %s was stopped by the kubelet: %s", bp, StopReason(p)))
 			continue
 		}
-		if s == Gate && bp.Ready && p.DeletionTimestamp == nil && !podReady(p) {
+		if s != Gate || !bp.Ready || p.DeletionTimestamp != nil {
+			continue
+		}
+		if !podReady(p) {
 			waiting = append(waiting, fmt.Sprintf("pod %s was Ready before the restart and is not Ready", bp))
+			continue
+		}
+		if bp.ProbeWait > 0 && !o.Restarted.IsZero() && o.Node != nil && ResetsReadiness(o.Node) &&
+			readyCondition(p).LastTransitionTime.Time.Before(o.Restarted.Truncate(time.Second)) &&
+			o.Now.Before(o.Restarted.Add(bp.ProbeWait)) {
+			waiting = append(waiting, fmt.Sprintf("pod %s: the restarted kubelet%s has not probed its readiness yet (up to %s after the restart)",
+				bp, prefixed(o.Node.Status.NodeInfo.KubeletVersion), bp.ProbeWait))
 		}
 	}
 	if o.Node != nil {
@@ -220,6 +278,14 @@ func Judge(b Baseline, o Observed, s Stage) Verdict {
 		return Verdict{Waiting: summarize(waiting)}
 	}
 	return Verdict{}
+}
+
+// prefixed is s after a space, or "" for "".
+func prefixed(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " " + s
 }
 
 // StopReason is the kubelet's reason and message for a Failed pod, such as

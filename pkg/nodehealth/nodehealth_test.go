@@ -185,6 +185,53 @@ func TestJudge(t *testing.T) {
 		})
 	}
 
+	t.Run("a kubelet that resets readiness", func(t *testing.T) {
+		restarted := t0.Add(30 * time.Second)
+		probed := func(p *corev1.Pod) {
+			p.Spec.Containers = []corev1.Container{{Name: "c", ReadinessProbe: &corev1.Probe{PeriodSeconds: 10, TimeoutSeconds: 1}}}
+		}
+		readySince := func(at time.Time) func(*corev1.Pod) {
+			return func(p *corev1.Pod) { p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at) }
+		}
+		base := Take(node(), []*corev1.Pod{pod("web", probed, readySince(t0)), pod("plain", readySince(t0))}, t0)
+		kubelet := func(v string) *corev1.Node {
+			n := node()
+			n.Status.NodeInfo.KubeletVersion = v
+			return n
+		}
+		for name, tc := range map[string]struct {
+			node *corev1.Node
+			web  *corev1.Pod
+			now  time.Time
+			want Verdict
+		}{
+			"1.33: a probed pod not probed since the restart is waited for": {
+				node: kubelet("v1.33.13"), web: pod("web", probed, readySince(t0)), now: restarted.Add(time.Second),
+				want: Verdict{Waiting: "pod default/web: the restarted kubelet v1.33.13 has not probed its readiness yet (up to 11s after the restart)"},
+			},
+			"1.33: once its readiness changed since the restart": {
+				node: kubelet("v1.33.13"), web: pod("web", probed, readySince(restarted.Add(3*time.Second))), now: restarted.Add(4 * time.Second),
+			},
+			"1.33: once a period and a timeout passed": {
+				node: kubelet("v1.33.13"), web: pod("web", probed, readySince(t0)), now: restarted.Add(11 * time.Second),
+			},
+			"an unreadable version counts as a kubelet that resets": {
+				node: kubelet(""), web: pod("web", probed, readySince(t0)), now: restarted.Add(time.Second),
+				want: Verdict{Waiting: "pod default/web: the restarted kubelet has not probed its readiness yet (up to 11s after the restart)"},
+			},
+			"1.36 keeps readiness": {
+				node: kubelet("v1.36.3"), web: pod("web", probed, readySince(t0)), now: restarted.Add(time.Second),
+			},
+		} {
+			t.Run(name, func(t *testing.T) {
+				o := Observed{Node: tc.node, Pods: []*corev1.Pod{tc.web, pod("plain", readySince(t0))}, Restarted: restarted, Now: tc.now}
+				if got := Judge(base, o, Gate); got != tc.want {
+					t.Errorf("Judge = %+v, want %+v", got, tc.want)
+				}
+			})
+		}
+	})
+
 	t.Run("at most three findings are named", func(t *testing.T) {
 		var pods, now []*corev1.Pod
 		for _, name := range []string{"a", "b", "c", "d", "e"} {
