@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
 func TestLayerTar(t *testing.T) {
@@ -111,58 +110,13 @@ func TestReproducible(t *testing.T) {
 // platforms, entrypoints and timestamps.
 func checkArchive(t *testing.T, path, kind string) {
 	t.Helper()
-	dir := t.TempDir()
-	f, err := os.Open(path)
+	idx, archived, err := openArchive(path, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, h.Name)
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(im.Manifests) != 1 {
-		t.Fatalf("index.json has %d entries, want 1", len(im.Manifests))
 	}
 	wantName := map[string]string{"pause": DefaultPauseRef, "probe": DefaultProbeRef, "agent": DefaultAgentRepo + ":v0.1.0-test"}[kind]
-	if got := im.Manifests[0].Annotations[annotationContainerdName]; got != wantName {
-		t.Errorf("image name %q, want %q", got, wantName)
-	}
-	idx, err := top.ImageIndex(im.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
+	if archived != wantName {
+		t.Errorf("image name %q, want %q", archived, wantName)
 	}
 	manifest, err := idx.IndexManifest()
 	if err != nil {

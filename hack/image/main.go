@@ -5,6 +5,10 @@
 //	go run . pause -o ../../_output/image/kubectl-dkc-pause.oci.tar
 //	go run . probe -o ../../_output/image/kubectl-dkc-probe.oci.tar
 //
+// and pushes such an archive's image index to a registry (push.go):
+//
+//	go run . push -image ../../_output/image/kubectl-dkc-agent.oci.tar -ref HOST/PATH/kubectl-dkc-agent:TAG
+//
 // Each image is one layer on an empty base, for every -platforms entry, in
 // one OCI image index. Builds are reproducible: the binaries are built with
 // -trimpath and fixed ldflags, and every timestamp is -epoch (the commit's
@@ -52,8 +56,11 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "push" {
+		return runPush(ctx, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause" && args[0] != "probe") {
-		return fmt.Errorf("usage: image agent|pause|probe [flags]")
+		return fmt.Errorf("usage: image agent|pause|probe|push [flags]")
 	}
 	o := options{Kind: args[0]}
 	fs := flag.NewFlagSet("image "+o.Kind, flag.ContinueOnError)
