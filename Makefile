@@ -3,8 +3,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The version (docs/release.md): the file VERSION names the release, vX.Y.Z.
+# `make release` builds it; every other build is a development build of it,
+# VERSION-dev-COMMIT (-dirty when the tree differs from that commit), so no
+# dev binary or image carries the release's name. COMMIT is the last commit
+# that changed anything but the release files (hack/version.sh).
+RELEASE_VERSION := $(shell hack/version.sh release)
+VERSION    ?= $(shell hack/version.sh dev)
+GIT_COMMIT ?= $(shell hack/version.sh commit 2>/dev/null || echo unknown)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -X github.com/kubectl-dkc/dkc/pkg/version.version=$(VERSION) \
            -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=$(GIT_COMMIT) \
@@ -19,13 +25,19 @@ E2E_TIMEOUT ?= 60m
 COMPONENTS_DIR ?= $(or $(DKC_BIN_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-dkc/bin/v1.36.3)
 # How many kubelets `make cluster-up` starts.
 NODES ?= 2
-# The agent image (make image): its name, tag and platforms. Timestamps in it
-# are the commit's, so the same commit gives the same digest.
-IMAGE_REPO      ?= registry.example/kubectl-dkc-agent
+# The images (make image, make push): the registry and path they are named
+# under, HOST/PATH, the agent's tag and the platforms. The agent is
+# IMAGE_REPO/kubectl-dkc-agent:IMAGE_TAG; the pause and probe images of the
+# tests are IMAGE_REPO/kubectl-dkc-pause:v1 and IMAGE_REPO/kubectl-dkc-probe:v1.
+# Timestamps in them are the commit's, so the same commit gives the same digest.
+IMAGE_REPO      ?= registry.example
 IMAGE_TAG       ?= $(VERSION)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_DIR       := _output/image
-SOURCE_DATE_EPOCH ?= $(shell git show -s --format=%ct HEAD 2>/dev/null || echo 0)
+IMAGES          := kubectl-dkc-agent:$(IMAGE_TAG) kubectl-dkc-pause:v1 kubectl-dkc-probe:v1
+SOURCE_DATE_EPOCH ?= $(shell hack/version.sh epoch 2>/dev/null || echo 0)
+# Where `make release` puts one version's archives, image archives and sums.
+RELEASE_DIR     := _output/release
 # Which agent `make cluster-up` runs: process (one per node, started by the
 # script) or daemonset (deploy/ with test/deploy, from `make image`).
 AGENT ?= process
@@ -122,13 +134,31 @@ demo: test-deps components build ## The seed workflow, end to end, on a local cl
 
 .PHONY: image
 image: ## Build the agent, pause and readiness-probe images as OCI archives in _output/image (no Docker, nothing pulled)
-	cd hack/image && go run . agent -root $(CURDIR) -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
-		-name $(IMAGE_REPO):$(IMAGE_TAG) -version $(VERSION) -commit $(GIT_COMMIT) \
+	cd hack/image && go run . agent -root $(CURDIR) -o $(abspath $(IMAGE_DIR))/kubectl-dkc-agent.oci.tar \
+		-name $(IMAGE_REPO)/kubectl-dkc-agent:$(IMAGE_TAG) -version $(VERSION) -commit $(GIT_COMMIT) \
 		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
-	cd hack/image && go run . pause -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar \
-		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
-	cd hack/image && go run . probe -o $(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-probe.oci.tar \
-		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
+	cd hack/image && go run . pause -o $(abspath $(IMAGE_DIR))/kubectl-dkc-pause.oci.tar \
+		-name $(IMAGE_REPO)/kubectl-dkc-pause:v1 -epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
+	cd hack/image && go run . probe -o $(abspath $(IMAGE_DIR))/kubectl-dkc-probe.oci.tar \
+		-name $(IMAGE_REPO)/kubectl-dkc-probe:v1 -epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
+
+.PHONY: push
+push: ## Push the image archives of IMAGE_DIR as OCI image indexes to IMAGE_REPO=HOST/PATH: `make image push IMAGE_REPO=...` (HTTP only to loopback)
+	@case "$(IMAGE_REPO)" in registry.example|registry.example/*) \
+		echo "error: IMAGE_REPO=$(IMAGE_REPO) is the placeholder: set IMAGE_REPO=HOST/PATH, the registry to push to" >&2; exit 1;; esac
+	hack/version.sh check $(IMAGE_TAG)
+	@set -e; for image in $(IMAGES); do \
+		(cd hack/image && go run . push -image $(abspath $(IMAGE_DIR))/$${image%%:*}.oci.tar -ref $(IMAGE_REPO)/$$image); \
+	done
+
+.PHONY: release
+release: ## Build the release the file VERSION names, from a clean tree, into _output/release, and render plugins/dkc.yaml (docs/release.md)
+	hack/release.sh $(if $(filter command line,$(origin VERSION)),$(VERSION),$(RELEASE_VERSION))
+
+.PHONY: version
+version: ## Print the version a build of this tree gets (VERSION) and the release the file VERSION names
+	@echo "VERSION=$(VERSION)"
+	@echo "RELEASE_VERSION=$(RELEASE_VERSION)"
 
 .PHONY: clean
 clean:

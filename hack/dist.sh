@@ -2,8 +2,9 @@
 # Builds reproducible release archives of kubectl-dkc and renders the krew
 # manifest template (krew-manifest.yaml) into plugins/dkc.yaml with their
 # sha256 sums:   hack/dist.sh v0.1.0
+# `make release` runs it for the version in the file VERSION (docs/release.md).
 # Archives land in _output/dist. The same VERSION and commit give the same
-# bytes: -trimpath, a fixed build date (the commit's), sorted tar entries with
+# bytes: -trimpath, no VCS stamp, a fixed build date (the commit's), sorted tar entries with
 # fixed owners and mtimes, and gzip -n.
 #
 # Each Linux platform also gets kubectl-dkc-agent_VERSION_linux_ARCH.tar.gz:
@@ -18,9 +19,11 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 version=${1:?usage: hack/dist.sh VERSION}
-commit=$(git rev-parse --short HEAD)
-date=$(git show -s --format=%cI HEAD)
-epoch=$(git show -s --format=%ct HEAD)
+# The source commit (hack/version.sh): a commit that only sets the version in
+# the release files builds the same bytes as its parent.
+commit=$(hack/version.sh commit)
+date=$(hack/version.sh date)
+epoch=$(hack/version.sh epoch)
 out=${DIST_OUT:-_output/dist}
 platforms=${DIST_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 rm -rf "$out" && mkdir -p "$out"
@@ -28,7 +31,7 @@ manifest=$(cat krew-manifest.yaml | grep -v '^#' | sed "s/VERSION/$version/g")
 for platform in $platforms; do
   os=${platform%/*} arch=${platform#*/}
   stage=$(mktemp -d)
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w \
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "-s -w \
     -X github.com/kubectl-dkc/dkc/pkg/version.version=$version \
     -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=$commit \
     -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=$date" -o "$stage/kubectl-dkc" .
@@ -38,7 +41,7 @@ for platform in $platforms; do
     kubectl-dkc kubectl_complete-dkc README.md | gzip -n >"$archive"
   if [[ $os == linux ]]; then
     rm -rf "${stage:?}"/*
-    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w \
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "-s -w \
       -X github.com/kubectl-dkc/dkc/pkg/version.version=$version \
       -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=$commit \
       -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=$date" -o "$stage/kubectl-dkc-agent" ./cmd/kubectl-dkc-agent
