@@ -9,7 +9,8 @@
 #   kubectl-dkc-agent_VERSION_linux_ARCH.tar.gz the agent and its systemd unit
 #   image/kubectl-dkc-{agent,pause,probe}.oci.tar the image indexes (make image)
 #   image/digests.txt                          each image's name and index digest
-#   SHA256SUMS                                 sha256sum of every file above
+#   SHA256SUMS                                 sha256sum of the .tar.gz archives, the
+#                                              GitHub release's assets
 # and renders plugins/dkc.yaml with the plugin archives' sums, then checks it
 # (hack/verify-release.sh). The same commit and Go toolchain give the same
 # bytes.
@@ -33,11 +34,13 @@ if ! grep -qE "^ +image: [^ ]+:$version\$" deploy/daemonset.yaml; then
 fi
 out=${RELEASE_DIR:-_output/release}
 DIST_OUT=$out hack/dist.sh "$version"
-make --no-print-directory image VERSION="$version" IMAGE_DIR="$out/image" | tee "$out/image/build.log"
+mkdir -p "$out/image"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+make --no-print-directory image VERSION="$version" IMAGE_DIR="$out/image" | tee "$log"
 # hack/image prints: ARCHIVE NAME DIGEST (N bytes)
-awk '{print $2, $3}' "$out/image/build.log" | grep ' sha256:' >"$out/image/digests.txt"
-rm "$out/image/build.log"
-(cd "$out" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum) >"$out/SHA256SUMS"
+awk '$3 ~ /^sha256:/ {print $2, $3}' "$log" >"$out/image/digests.txt"
+(cd "$out" && find . -maxdepth 1 -type f -name '*.tar.gz' | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum) >"$out/SHA256SUMS"
 hack/verify-release.sh "$out"
 echo "release $version in $out; index digests:"
 cat "$out/image/digests.txt"
