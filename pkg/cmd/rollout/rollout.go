@@ -128,7 +128,7 @@ func resolve(ctx context.Context, store *rollout.Store, name string) (*rollout.R
 
 // drive runs the engine on rollout name until it ends or timeout passes (0:
 // no timeout), showing progress on out, and maps the result to the exit
-// codes of assign --wait: 0 done, 2 halted on a node error, 3 timeout.
+// codes (exitError).
 func drive(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration, streams genericiooptions.IOStreams, readOnly bool) error {
 	out := streams.Out
 	if ctx == nil {
@@ -148,11 +148,25 @@ func drive(ctx context.Context, client kubernetes.Interface, namespace, name str
 	if r != nil {
 		p.finish(r)
 	}
+	return exitError(err, name, timeout, readOnly)
+}
+
+// exitError maps how following rollout name ended to the exit codes of
+// the table in docs/user-guide.md: nil (0) when it is done, 2 when it
+// halted on a node's error, 3 when timeout passed first, and err itself
+// (1) otherwise, such as a paused or aborted rollout while it was driven,
+// or an aborted one. readOnly is rollout status, which shows the rollout
+// but does not drive it.
+func exitError(err error, name string, timeout time.Duration, readOnly bool) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, rollout.ErrHalted):
-		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("%w: see kubectl dkc rollout status %s; undo it with kubectl dkc rollout undo %s", err, name, name)}
+		see := "see kubectl dkc rollout status " + name + "; "
+		if readOnly {
+			see = ""
+		}
+		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("%w: %sundo it with kubectl dkc rollout undo %s", err, see, name)}
 	case errors.Is(err, context.DeadlineExceeded) && timeout > 0:
 		what := "rollout %q is still running, and nothing drives it now: continue it with kubectl dkc rollout resume %s"
 		if readOnly {

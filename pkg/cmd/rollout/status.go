@@ -56,8 +56,14 @@ right even when no client drives the rollout. -o json|yaml print the
 rollout object (kind Rollout), whose shape docs/rollout.md documents.
 
 -w/--watch redraws the table in place on a terminal and prints one line per
-event otherwise, until the rollout is done, halted or aborted (exit codes 0,
-2 and 1), or --timeout passes (exit code 3).`,
+event otherwise, until the rollout is done, halted or aborted, or --timeout
+passes.
+
+Exit codes, with or without -w (docs/user-guide.md#exit-codes):
+  0  the rollout is done; without -w, also running or paused
+  1  the rollout was aborted, or another failure (API error, bad flags)
+  2  the rollout halted on a node's error
+  3  -w: --timeout passed first`,
 		Example: `  # The newest rollout
   kubectl dkc rollout status
 
@@ -132,9 +138,27 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Printer != nil {
-		return o.Printer.PrintObj(live, o.Out)
+		err = o.Printer.PrintObj(live, o.Out)
+	} else {
+		err = rollout.PrintTable(o.Out, live)
 	}
-	return rollout.PrintTable(o.Out, live)
+	if err != nil {
+		return err
+	}
+	return exitError(stateError(live), live.Name, 0, true)
+}
+
+// stateError is the error that following r ends with (as rollout.Run
+// returns it) when r ended in error: it halted on a node's error, or was
+// aborted. A running, paused or done rollout is no error.
+func stateError(r *rollout.Rollout) error {
+	switch r.Status.State {
+	case rollout.Halted:
+		return fmt.Errorf("rollout %q %w: %s", r.Name, rollout.ErrHalted, r.Status.Reason)
+	case rollout.Aborted:
+		return fmt.Errorf("rollout %q: %w", r.Name, rollout.ErrAborted)
+	}
+	return nil
 }
 
 // Live returns r with its nodes' phases read from the nodes now.

@@ -94,11 +94,14 @@ node's config state changes, until interrupted or until --timeout.
 local config, when it has none) without error; --wait-for=error waits until
 every selected node reports an error. Then the table is printed.
 
-Exit codes with --wait-for:
-  0  every node reached the condition
+Exit codes (docs/user-guide.md#exit-codes):
+  0  no node reports an error for its assignment; with --wait-for, every
+     node reached the condition
   1  any other failure (API error, bad flags)
-  2  a node reported an error for the config assigned to it (--wait-for=active)
-  3  --timeout passed first`,
+  2  a node reports an error for the config assigned to it: in the table
+     status printed, in the last rows -w printed when --timeout passed, or
+     while --wait-for=active waited
+  3  --timeout passed before every node reached --wait-for's condition`,
 		Example: `  # Show every node
   kubectl dkc status
 
@@ -222,6 +225,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.Output == outputTable || o.Output == outputWide {
 		o.warnAgents(items)
 	}
+	return failed(items)
+}
+
+// failed is how a read of items ends: with an error that exits
+// dkcstatus.ExitConfigError when a node reports an error for the config
+// assigned to it (the rule of --wait-for=active), else nil.
+func failed(items []dkcstatus.NodeConfig) error {
+	if _, err := dkcstatus.ReachedAll(items, dkcstatus.WaitActive); err != nil {
+		return &util.ExitError{Code: dkcstatus.ExitCode(err), Err: err}
+	}
 	return nil
 }
 
@@ -278,7 +291,8 @@ func (o *Options) printChanges(changed []dkcstatus.NodeConfig) error {
 }
 
 // watch prints items, then a row for every change, until ctx ends or the
-// timeout passes; both end it without error.
+// timeout passes. It ends as a read of the rows it printed last does
+// (failed).
 func (o *Options) watch(ctx context.Context, items []dkcstatus.NodeConfig) error {
 	if err := o.print(items); err != nil {
 		return err
@@ -310,7 +324,11 @@ func (o *Options) watch(ctx context.Context, items []dkcstatus.NodeConfig) error
 		return false, o.printChanges(rows)
 	})
 	if ctx.Err() != nil {
-		return nil
+		last := make([]dkcstatus.NodeConfig, 0, len(printed))
+		for _, item := range printed {
+			last = append(last, item)
+		}
+		return failed(last)
 	}
 	return err
 }

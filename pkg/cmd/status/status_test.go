@@ -141,3 +141,55 @@ func TestRunWarnsAboutAgents(t *testing.T) {
 		})
 	}
 }
+
+// TestRunExitCodes: a read of the status, once or as a watch that
+// --timeout ends, exits 2 when a node reports an error for the config
+// assigned to it, and 0 otherwise; an error of an earlier assignment, which
+// the agent has not judged the new one against yet, is not the node's
+// state.
+func TestRunExitCodes(t *testing.T) {
+	const (
+		assigned = `{"configMap":{"namespace":"kube-system","name":"cm","kubeletConfigKey":"kubelet"}}`
+		earlier  = `{"configMap":{"namespace":"kube-system","name":"old","kubeletConfigKey":"kubelet"}}`
+	)
+	node := func(name, status string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			source.AssignedAnnotation: assigned,
+			source.StatusAnnotation:   status,
+		}}}
+	}
+	active := node("n1", `{"assigned":`+assigned+`,"active":`+assigned+`,"lastKnownGood":`+assigned+`}`)
+	failed := node("n2", `{"assigned":`+assigned+`,"error":"failed to validate config, see Kubelet log for details"}`)
+	stale := node("n3", `{"assigned":`+earlier+`,"error":"failed to validate config, see Kubelet log for details"}`)
+	tests := map[string]struct {
+		nodes    []runtime.Object
+		watch    bool
+		wantCode int
+		wantErr  string
+	}{
+		"active":                         {nodes: []runtime.Object{active}},
+		"an error of an earlier config":  {nodes: []runtime.Object{active, stale}},
+		"an error":                       {nodes: []runtime.Object{active, failed}, wantCode: 2, wantErr: `node "n2": config error: failed to validate config, see Kubelet log for details`},
+		"watched until the timeout":      {nodes: []runtime.Object{active}, watch: true},
+		"an error when the timeout ends": {nodes: []runtime.Object{active, failed}, watch: true, wantCode: 2, wantErr: `node "n2": config error: failed to validate config, see Kubelet log for details`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			streams, _, out, _ := genericiooptions.NewTestIOStreams()
+			o := &Options{Output: "name", Client: fake.NewClientset(tc.nodes...), IOStreams: streams}
+			if tc.watch {
+				o.Watch, o.Timeout = true, 100*time.Millisecond
+			}
+			err := o.Run(context.Background())
+			if got := util.ExitCode(err); got != tc.wantCode {
+				t.Errorf("exit code %d (%v), want %d", got, err, tc.wantCode)
+			}
+			if err != nil && err.Error() != tc.wantErr {
+				t.Errorf("error %q, want %q", err, tc.wantErr)
+			}
+			if out.Len() == 0 {
+				t.Errorf("printed nothing before the exit code")
+			}
+		})
+	}
+}
