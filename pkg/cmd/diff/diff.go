@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/configz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -212,7 +213,10 @@ Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
 	}
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "ConfigMap key that holds the config, for configmap/ inputs.")
 	cmd.Flags().BoolVar(&o.DropIn, "drop-in", o.DropIn, "B is a drop-in (a partial config): compare A with B merged over A, as the kubelet merges --config-dir files.")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return trouble(err) })
+	// A usage error exits 2 too, printed as kubectl prints one.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return trouble(&usage.Error{CommandPath: c.CommandPath(), Err: err})
+	})
 	return cmd
 }
 
