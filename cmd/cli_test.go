@@ -53,9 +53,28 @@ type result struct {
 // fails before any API call.
 func runBinary(t *testing.T, bin string, args ...string) result {
 	t.Helper()
+	return runWith(t, runEnv{}, bin, args...)
+}
+
+// runEnv is where runWith runs a binary.
+type runEnv struct {
+	// Kubeconfig is the kubeconfig's path; empty for one that names a
+	// cluster at a closed loopback port.
+	Kubeconfig string
+	// Dir is the working directory; empty for the test's.
+	Dir string
+	// Stdin is what the binary reads on stdin.
+	Stdin string
+}
+
+// runWith runs bin with args in env, with a HOME of its own.
+func runWith(t *testing.T, env runEnv, bin string, args ...string) result {
+	t.Helper()
 	home := t.TempDir()
-	kubeconfig := filepath.Join(home, "kubeconfig")
-	const config = `apiVersion: v1
+	kubeconfig := env.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(home, "kubeconfig")
+		const config = `apiVersion: v1
 kind: Config
 clusters:
 - name: none
@@ -67,11 +86,14 @@ contexts:
     cluster: none
 current-context: none
 `
-	if err := os.WriteFile(kubeconfig, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
+		if err := os.WriteFile(kubeconfig, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"HOME=" + home, "KUBECONFIG=" + kubeconfig, "PATH=" + os.Getenv("PATH")}
+	cmd.Dir = env.Dir
+	cmd.Stdin = strings.NewReader(env.Stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
