@@ -464,8 +464,10 @@ func waitStatus(t *testing.T, c *framework.Cluster, node string, timeout time.Du
 	var last *corev1.NodeConfigStatus
 	deadline := time.Now().Add(timeout)
 	for {
-		out, err := exec.Command(dkcBinary, "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json").Output()
-		if err == nil {
+		cmd := exec.Command(dkcBinary, "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json")
+		out, err := cmd.Output()
+		// A node's error for its assignment exits 2 after the list.
+		if err == nil || cmd.ProcessState.ExitCode() == status.ExitConfigError {
 			var list status.NodeConfigList
 			if err := json.Unmarshal(out, &list); err != nil {
 				t.Fatalf("kubectl dkc status -o json: %v\n%s", err, out)

@@ -42,6 +42,19 @@ func dkcAs(t *testing.T, kubeconfig, stdin string, args ...string) result {
 	return r
 }
 
+// readDKC is dkc for a command that reads a state (status, rollout
+// status): it fails the test unless the command printed the state. A state
+// that is a failure exits non-zero after printing it: 2 for a node's error
+// or a halted rollout, 1 for an aborted one (docs/user-guide.md#exit-codes).
+func readDKC(t *testing.T, c *framework.Cluster, args ...string) result {
+	t.Helper()
+	r := dkc(t, c, "", args...)
+	if r.ExitCode != 0 && (r.Stdout == "" || r.ExitCode > 2) {
+		t.Fatalf("kubectl dkc %s: exit %d: %s", strings.Join(args, " "), r.ExitCode, r.Stderr)
+	}
+	return r
+}
+
 // mustDKC is dkc that fails the test unless the command exits 0.
 func mustDKC(t *testing.T, c *framework.Cluster, stdin string, args ...string) result {
 	t.Helper()

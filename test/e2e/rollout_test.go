@@ -109,9 +109,9 @@ func TestRollout(t *testing.T) {
 		if c.Nodes[0].KubeletPID() == pids[canary] {
 			t.Errorf("canary kubelet PID unchanged: the bad config was never tried")
 		}
-		out := mustDKC(t, c, "", "rollout", "status", "bad").Stdout
-		if !strings.Contains(out, "Halted") || !strings.Contains(out, "failed") {
-			t.Errorf("rollout status does not show the halt:\n%s", out)
+		r = dkc(t, c, "", "rollout", "status", "bad")
+		if r.ExitCode != 2 || !strings.Contains(r.Stdout, "Halted") || !strings.Contains(r.Stdout, "failed") {
+			t.Errorf("rollout status: exit %d, want 2 and the halt shown:\n%s", r.ExitCode, r.Stdout)
 		}
 	})
 
@@ -333,10 +333,11 @@ func rolloutCluster(t *testing.T, agentFlags func(*framework.Node) []string) (*f
 	return c, names
 }
 
-// rolloutObject reads rollout name through `rollout status -o json`.
+// rolloutObject reads rollout name through `rollout status -o json`, in
+// any state.
 func rolloutObject(t *testing.T, c *framework.Cluster, name string) *rollout.Rollout {
 	t.Helper()
-	out := mustDKC(t, c, "", "rollout", "status", name, "-o", "json").Stdout
+	out := readDKC(t, c, "rollout", "status", name, "-o", "json").Stdout
 	var r rollout.Rollout
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("rollout status -o json: %v\n%s", err, out)
