@@ -14,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
-	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
@@ -28,9 +27,12 @@ const (
 	memoryManagerStateFile = "memory_manager_state"
 )
 
-// apply checks an assignment and, when it passes, commits it to the store
-// and the kubelet, restarts the kubelet and gates on its health, rolling back
-// to the last-known-good config on failure.
+// apply checks the observed assignment and, when it passes, commits it to
+// the store and the kubelet, restarts the kubelet and gates on its health,
+// rolling back to the last-known-good config on failure. It returns what to
+// report: the apply, the refusal or the rollback; a failure that is not the
+// config's it returns without a report (sync reports what the kubelet's
+// config holds).
 //
 // Invariant: the record names want as assigned, with a new trial start and
 // no error of its own, in one atomic write (the commit) before the kubelet's
@@ -39,7 +41,8 @@ const (
 // new one, never on a config that failed with its error dropped, and the
 // kubelet's config on one the record names: startup and the next sync
 // repair it towards the target.
-func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, as assignment, st checkpoint.State) (time.Duration, error) {
+func (a *Agent) apply(ctx context.Context, node *corev1.Node, o *observed) outcome {
+	as, st, c := o.as, o.st, o.carrier
 	want := as.src
 	logger := klog.FromContext(ctx).WithValues("assigned", describe(want))
 	ctx = klog.NewContext(ctx, logger)
@@ -47,7 +50,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 
 	current, err := a.Writer.Effective()
 	if err != nil {
-		return 0, fmt.Errorf("read kubelet config: %w", err)
+		return outcome{err: fmt.Errorf("read kubelet config: %w", err)}
 	}
 	// The pods bound to the node: what the config must leave room for,
 	// and the baseline its health gate and trial hold the node to.
@@ -55,25 +58,25 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	var perr *configError
 	switch {
 	case errors.Is(err, errNotSynced):
-		return 0, nil // the pod informer's first sync queues the node
+		return outcome{} // the pod informer's first sync queues the node
 	case errors.As(err, &perr):
-		return 0, a.refuse(ctx, node, c, as, st, perr)
+		return a.refuse(ctx, o, perr)
 	case err != nil:
-		return 0, err
+		return outcome{err: err}
 	}
 	base := nodehealth.Take(node, pods, a.Clock.Now())
 	checkBegan := a.Clock.Now()
 	cerr := a.check(ctx, as.payload, current, as.pin.AllowUnsafe, a.nodeFacts(node, pods))
 	a.Metrics.PhaseDuration.WithLabelValues(PhaseValidate).Observe(a.Clock.Since(checkBegan).Seconds())
 	if cerr != nil {
-		return 0, a.refuse(ctx, node, c, as, st, cerr)
+		return a.refuse(ctx, o, cerr)
 	}
 	a.refused = nil
 	// Only bytes that passed their checks reach the node's disk, and only
 	// the assigned key's: the rest of the ConfigMap is not the assigner's.
 	if err := a.checkpoint(as); err != nil {
 		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
-		return 0, err // sync reports it
+		return outcome{err: err} // reported with what the kubelet's config holds
 	}
 
 	// Commit: one write names want, with its trial start, so that a
@@ -88,7 +91,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 		st.Error, st.ErrorSource = "", nil
 	}
 	if err := a.setState(st); err != nil {
-		return 0, err
+		return outcome{err: err}
 	}
 	logger.Info("Applying config")
 	// Once the restarted kubelet shows want in its configz, status names
@@ -96,7 +99,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	running := func() { a.reportRunning(ctx, node, c, want) }
 	restarted, _, err := a.activate(ctx, want, as.payload, current, gating{kubelet: true, pods: &base}, running)
 	if err != nil && ctx.Err() != nil {
-		return 0, ctx.Err() // shutting down: the next start verifies
+		return outcome{err: ctx.Err()} // shutting down: the next start verifies
 	}
 	var werr *writeError
 	if errors.As(err, &werr) {
@@ -107,12 +110,12 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
 		a.verify = verify
 		if serr := a.setState(prev); serr != nil {
-			return 0, serr
+			return outcome{err: serr}
 		}
-		return 0, err
+		return outcome{err: err}
 	}
 	if err != nil {
-		return 0, a.rollback(ctx, node, c, want, began, err)
+		return a.rollback(ctx, c, want, began, err)
 	}
 	// The duration first: a scrape that sees the apply counted sees its
 	// duration too.
@@ -126,16 +129,24 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, c source.Carrier, 
 	}
 	logger.Info("Applied config", "restarted", restarted, "duration", a.Clock.Since(began))
 	if st, err = a.state(); err != nil {
-		return 0, err
+		return outcome{err: err}
 	}
 	requeue, st, err := a.trial(ctx, st)
 	if err != nil {
-		return 0, err
+		return outcome{err: err}
 	}
-	r := a.okReport(c, st, a.observe(st))
-	r.event, r.eventMessage = ReasonApplied, msg
-	r.history = &source.HistoryEntry{Source: want, Result: source.ResultApplied, Message: msg}
-	return requeue, a.publish(ctx, node, r)
+	r := a.okReport(c, st, a.observeFile(st, nil))
+	r.events = []event{{reason: ReasonApplied, message: msg}}
+	r.history = []source.HistoryEntry{{Source: want, Result: source.ResultApplied, Message: msg}}
+	return outcome{requeue: requeue, report: &r}
+}
+
+// refuse carries out the refusal of an assignment that failed a check of
+// apply's (decideRefusal), touching nothing.
+func (a *Agent) refuse(ctx context.Context, o *observed, cerr *configError) outcome {
+	d := decideRefusal(o, cerr)
+	a.remember(ctx, d)
+	return outcome{report: &d.report, err: d.err}
 }
 
 // writeError is a failure to write the kubelet's config that left its

@@ -1,12 +1,154 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
+
+// observed is everything a sync decides on, gathered before it decides
+// anything: the record, the node's assignment and its pin, the assigned
+// ConfigMap, the kubelet's config file, and the agent's memory of earlier
+// syncs. Only reads produce it; decide turns it into a decision without
+// looking anywhere else.
+type observed struct {
+	// st is the checkpoint store's record.
+	st checkpoint.State
+
+	// carrier holds the node's status (statusCarrier of the assignment's).
+	carrier source.Carrier
+	// assignErr means the node's assignment cannot be read or is invalid;
+	// nothing below it was observed.
+	assignErr error
+	// assigned is the node's assignment; nil: none (reset), and nothing
+	// below it was observed.
+	assigned *corev1.NodeConfigSource
+	// cmName is the assigned ConfigMap's namespace/name.
+	cmName string
+	// cmErr is the getter's error for the assigned ConfigMap:
+	// errNotSynced, a *listError, NotFound, or another failure. Nothing
+	// below it was observed unless it is nil.
+	cmErr error
+	// as is the assignment with the ConfigMap's uid and resourceVersion,
+	// its pin and the ConfigMap; as.payload is set when pinErr and
+	// payloadErr are nil.
+	as assignment
+	// pinErr means the node's pin annotation cannot be read.
+	pinErr error
+	// payloadErr is why the ConfigMap's bytes are not the pinned ones
+	// (pinned), or nil.
+	payloadErr *configError
+
+	// file is what the kubelet's config holds.
+	file observation
+	// fileHash names the content of the file, for drift reported once per
+	// content.
+	fileHash string
+	// hasCondition: the node shows the agent's condition.
+	hasCondition bool
+
+	// The agent's memory of earlier syncs.
+	//
+	// refused is the refusal of this very assignment and pin (a.refused),
+	// or nil.
+	refused *configError
+	// verifyPending: the agent started since the config in trial was
+	// gated (a.verify).
+	verifyPending bool
+	// downloadFailed is the download error last reported with an Event.
+	downloadFailed string
+	// drifted is the fileHash of the drift last reported.
+	drifted string
+	// warnedAnnotation is the ConfigMap version last warned about for
+	// source.AllowUnsafeAnnotation.
+	warnedAnnotation string
+	// onDrift is --on-drift.
+	onDrift string
+}
+
+// judging is the pin of the assignment the sync judges (Agent.judging).
+func (o *observed) judging() *source.Pin {
+	if o.assignErr != nil || o.assigned == nil || o.pinErr != nil {
+		return nil
+	}
+	return o.as.pin
+}
+
+// observe gathers what sync decides on. It reads the record, the node, the
+// ConfigMap (through get, which may start its informer) and the kubelet's
+// config, and changes nothing else; its error is the record's.
+func (a *Agent) observe(node *corev1.Node, get configMapGetter) (*observed, error) {
+	st, err := a.state()
+	if err != nil {
+		return nil, err
+	}
+	o := &observed{
+		st:               st,
+		hasCondition:     source.Condition(node.Status.Conditions) != nil,
+		verifyPending:    a.verify != nil,
+		downloadFailed:   a.downloadFailed,
+		drifted:          a.drifted,
+		warnedAnnotation: a.warnedAnnotation,
+		onDrift:          a.onDrift(),
+	}
+	// The bytes of the recorded assignment are known from its ConfigMap
+	// (same uid and resourceVersion, pinned), even when its checkpoint was
+	// lost: the sync that settles it checkpoints them again first.
+	var known *assignment
+	defer func() {
+		o.file = a.observeFile(st, known)
+		if o.file.err == nil {
+			sum := sha256.Sum256(o.file.effective)
+			o.fileHash = hex.EncodeToString(sum[:8])
+		}
+	}()
+
+	src, carrier, err := source.Assigned(node)
+	if err == nil {
+		err = source.ValidateSource(src)
+	}
+	o.carrier = statusCarrier(carrier)
+	if err != nil {
+		o.assignErr = err
+		return o, nil
+	}
+	if src == nil {
+		return o, nil
+	}
+	o.assigned = src
+	ref := src.ConfigMap
+	o.cmName = ref.Namespace + "/" + ref.Name
+	cm, err := get(ref.Namespace, ref.Name)
+	if err != nil {
+		o.cmErr = err
+		return o, nil
+	}
+	want := src.DeepCopy()
+	want.ConfigMap.UID = cm.UID
+	want.ConfigMap.ResourceVersion = cm.ResourceVersion
+	o.as = assignment{src: want, cm: cm}
+	if o.as.pin, o.pinErr = source.PinOf(node); o.pinErr != nil {
+		return o, nil
+	}
+	if r := a.refused; r != nil && source.Equal(r.src, want) && r.pin.Equal(o.as.pin) {
+		o.refused = r.err
+	}
+	payload, perr := a.pinned(o.as)
+	if perr != nil {
+		o.payloadErr = perr
+		return o, nil
+	}
+	o.as.payload = payload
+	if o.refused == nil && source.Equal(st.Assigned, want) {
+		known = &o.as
+	}
+	return o, nil
+}
 
 // observation is what the kubelet's config holds, compared with what the
 // agent would have written: the config file (or drop-in) is the ground
@@ -25,11 +167,12 @@ type observation struct {
 	err error
 }
 
-// observe compares the kubelet's effective config with what applying each
-// config the record names would give (Writer.Preview): the target first,
-// then the config last written, the assigned and the last-known-good one,
-// then the local config.
-func (a *Agent) observe(st checkpoint.State) observation {
+// observeFile compares the kubelet's effective config with what applying
+// each config the record names would give (Writer.Preview): the target
+// first, then the config last written, the assigned and the last-known-good
+// one, then the local config. A config's bytes come from its checkpoint,
+// or from known when that is the config and its checkpoint is gone.
+func (a *Agent) observeFile(st checkpoint.State, known *assignment) observation {
 	effective, err := a.Writer.Effective()
 	if err != nil {
 		return observation{err: fmt.Errorf("read kubelet config: %w", err)}
@@ -42,6 +185,9 @@ func (a *Agent) observe(st checkpoint.State) observation {
 	}
 	for _, src := range append(candidates, nil) {
 		payload, err := a.payload(src)
+		if err != nil && known != nil && source.Equal(src, known.src) {
+			payload, err = known.payload, nil
+		}
 		if err != nil {
 			continue // a checkpoint that is gone matches nothing
 		}
@@ -60,7 +206,7 @@ func (a *Agent) observe(st checkpoint.State) observation {
 // with errMsg, and active as obs saw it. Under drift no config is named
 // (errMsg says why); when the file could not be read, the config the agent
 // last wrote there is.
-func (a *Agent) observedStatus(st checkpoint.State, assigned *corev1.NodeConfigSource, obs observation, errMsg string) *corev1.NodeConfigStatus {
+func observedStatus(st checkpoint.State, assigned *corev1.NodeConfigSource, obs observation, errMsg, onDrift string) *corev1.NodeConfigStatus {
 	s := &corev1.NodeConfigStatus{Assigned: assigned, LastKnownGood: st.LastKnownGood, Error: errMsg}
 	switch {
 	case obs.err != nil:
@@ -70,7 +216,7 @@ func (a *Agent) observedStatus(st checkpoint.State, assigned *corev1.NodeConfigS
 		}
 	case obs.drift:
 		if s.Error == "" {
-			s.Error = a.driftMessage(st)
+			s.Error = driftMessage(st, onDrift)
 		}
 	default:
 		s.Active = obs.source

@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -26,7 +24,7 @@ type assignment struct {
 // *configError with ReasonPinMismatch (nothing pinned, or other bytes: the
 // ConfigMap changed after it was assigned), or a load error for a missing
 // key. It touches nothing.
-func (a *Agent) pinned(as assignment) ([]byte, error) {
+func (a *Agent) pinned(as assignment) ([]byte, *configError) {
 	ref := as.src.ConfigMap
 	payload, err := source.Payload(as.cm, ref.KubeletConfigKey)
 	if err != nil {
@@ -60,20 +58,18 @@ func (a *Agent) checkpoint(as assignment) error {
 	return nil
 }
 
-// warnIgnoredAnnotation warns, once per version of the ConfigMap, that cm
-// carries source.AllowUnsafeAnnotation, which is not honoured: its author
-// expects an opt-in that only the assigner can give.
-func (a *Agent) warnIgnoredAnnotation(ctx context.Context, node *corev1.Node, cm *corev1.ConfigMap) {
+// ignoredAnnotation returns the warning, once per version of the ConfigMap
+// (warned is the version last warned about), that cm carries
+// source.AllowUnsafeAnnotation, which is not honoured: its author expects an
+// opt-in that only the assigner can give. It returns the version to
+// remember, or "" when there is nothing to warn about.
+func ignoredAnnotation(cm *corev1.ConfigMap, warned string) (event, string) {
 	value, ok := cm.Annotations[source.AllowUnsafeAnnotation]
 	key := string(cm.UID) + "/" + cm.ResourceVersion
-	if !ok || a.warnedAnnotation == key {
-		return
+	if !ok || warned == key {
+		return event{}, ""
 	}
-	a.warnedAnnotation = key
-	msg := fmt.Sprintf("configmap %s/%s carries %s=%s, which is not honoured: only the assigner opts in to unsafe changes (kubectl dkc assign --allow-unsafe=CLASS)",
-		cm.Namespace, cm.Name, source.AllowUnsafeAnnotation, value)
-	klog.FromContext(ctx).Info("Warning: "+msg, "configMap", cm.Namespace+"/"+cm.Name)
-	if a.Recorder != nil {
-		a.Recorder.Event(nodeRef(node), corev1.EventTypeWarning, ReasonIgnoredAnnotation, msg)
-	}
+	return event{reason: ReasonIgnoredAnnotation, message: fmt.Sprintf(
+		"configmap %s/%s carries %s=%s, which is not honoured: only the assigner opts in to unsafe changes (kubectl dkc assign --allow-unsafe=CLASS)",
+		cm.Namespace, cm.Name, source.AllowUnsafeAnnotation, value)}, key
 }

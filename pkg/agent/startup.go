@@ -56,7 +56,7 @@ func (a *Agent) startup(ctx context.Context) error {
 	}
 	since := time.Time{}
 	a.verify = &since
-	obs := a.observe(st)
+	obs := a.observeFile(st, nil)
 	if obs.err != nil {
 		return obs.err
 	}

@@ -71,7 +71,8 @@ const (
 // which it does not honour; it is never a condition reason.
 const ReasonIgnoredAnnotation = "IgnoredAnnotation"
 
-// report is what a sync publishes on the Node.
+// report is what a sync publishes on the Node: one patch of nodes/status
+// (when anything differs), then its Events.
 type report struct {
 	// carrier holds the status; ignored when status is nil.
 	carrier source.Carrier
@@ -81,13 +82,34 @@ type report struct {
 	keepStatus bool
 	// reason and message set the condition; an empty reason leaves it.
 	reason, message string
-	// event, when set, is the reason of an Event recorded on the Node,
-	// with eventMessage (default: message).
-	event, eventMessage string
-	// history, when set, is appended to source.HistoryAnnotation in the
+	// events are recorded on the Node, in order, after the patch.
+	events []event
+	// history is appended, in order, to source.HistoryAnnotation in the
 	// same patch as the status (Time is set on publish); an entry equal to
-	// the last one (but for its time) is not appended again.
-	history *source.HistoryEntry
+	// the one before it (but for its time) is not appended again.
+	history []source.HistoryEntry
+}
+
+// event is an Event on the Node: its reason, and its message (default: the
+// report's message). Its type is Warning for the reasons whose condition
+// would be False, else Normal.
+type event struct {
+	reason, message string
+}
+
+// after returns r with first's Events and history entries before r's own:
+// the report of a sync that did two things (drift seen, then reasserted).
+func (r report) after(first report) report {
+	events := make([]event, 0, len(first.events)+len(r.events))
+	for _, e := range first.events {
+		if e.message == "" {
+			e.message = first.message
+		}
+		events = append(events, e)
+	}
+	r.events = append(events, r.events...)
+	r.history = append(append([]source.HistoryEntry(nil), first.history...), r.history...)
+	return r
 }
 
 // conditionStatus is True for the reasons where the kubelet runs the
@@ -176,16 +198,19 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		logger.V(2).Info("Reported config status", "status", r.status, "reason", r.reason)
 	}
 
-	if r.event != "" && a.Recorder != nil {
+	for _, e := range r.events {
+		if a.Recorder == nil {
+			break
+		}
 		eventType := corev1.EventTypeNormal
-		if conditionStatus(r.event) == corev1.ConditionFalse {
+		if conditionStatus(e.reason) == corev1.ConditionFalse {
 			eventType = corev1.EventTypeWarning
 		}
-		msg := r.eventMessage
+		msg := e.message
 		if msg == "" {
 			msg = r.message
 		}
-		a.Recorder.Event(nodeRef(node), eventType, r.event, msg)
+		a.Recorder.Event(nodeRef(node), eventType, e.reason, msg)
 	}
 	return nil
 }
@@ -240,10 +265,10 @@ func mergeInto(dst, src map[string]any) {
 	}
 }
 
-// history returns the value of node's history annotation with e appended,
-// or "" when e is nil or repeats the last entry.
-func (a *Agent) history(ctx context.Context, node *corev1.Node, e *source.HistoryEntry) (string, error) {
-	if e == nil {
+// history returns the value of node's history annotation with entries
+// appended, each unless it repeats the entry before it, or "" when none is.
+func (a *Agent) history(ctx context.Context, node *corev1.Node, entries []source.HistoryEntry) (string, error) {
+	if len(entries) == 0 {
 		return "", nil
 	}
 	h, err := source.History(node)
@@ -251,15 +276,22 @@ func (a *Agent) history(ctx context.Context, node *corev1.Node, e *source.Histor
 		klog.FromContext(ctx).Info("Replacing an unreadable config history", "err", err)
 		h = nil
 	}
-	if n := len(h); n > 0 {
-		last := h[n-1]
-		if last.Result == e.Result && last.Message == e.Message && source.Equal(last.Source, e.Source) {
-			return "", nil
+	appended := false
+	for _, e := range entries {
+		if n := len(h); n > 0 {
+			last := h[n-1]
+			if last.Result == e.Result && last.Message == e.Message && source.Equal(last.Source, e.Source) {
+				continue
+			}
 		}
+		e.Time = metav1.NewTime(a.Clock.Now().Truncate(time.Second))
+		h = source.AppendHistory(h, e)
+		appended = true
 	}
-	entry := *e
-	entry.Time = metav1.NewTime(a.Clock.Now().Truncate(time.Second))
-	return source.HistoryValue(source.AppendHistory(h, entry))
+	if !appended {
+		return "", nil
+	}
+	return source.HistoryValue(h)
 }
 
 // statusCarrier is where the status of an assignment held by c goes: the

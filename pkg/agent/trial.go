@@ -32,11 +32,7 @@ func (a *Agent) trial(ctx context.Context, st checkpoint.State) (time.Duration, 
 		}
 		klog.FromContext(ctx).Info("Recorded the start of the trial of an adopted assignment", "config", describe(st.Assigned))
 	}
-	if left := a.TrialDuration - a.Clock.Since(*st.AssignedAt); left > 0 {
-		if st.Baseline != nil {
-			// Check the node against its baseline at least this often.
-			left = min(left, trialCheckInterval)
-		}
+	if left := trialLeft(st, a.Clock.Now(), a.TrialDuration); left > 0 {
 		return left, st, nil
 	}
 	st.LastKnownGood, st.Baseline = st.Assigned, nil
@@ -45,4 +41,17 @@ func (a *Agent) trial(ctx context.Context, st checkpoint.State) (time.Duration, 
 	}
 	klog.FromContext(ctx).Info("Promoted config to last-known-good", "config", describe(st.Assigned), "trial", a.TrialDuration)
 	return 0, st, nil
+}
+
+// trialLeft is when to sync again during st's trial, which started at
+// st.AssignedAt, at now: when the trial ends, or sooner for the next trial
+// check when the trial holds the node to a baseline; 0 or less when the
+// config is due for promotion.
+func trialLeft(st checkpoint.State, now time.Time, trialDuration time.Duration) time.Duration {
+	left := trialDuration - now.Sub(*st.AssignedAt)
+	if left > 0 && st.Baseline != nil {
+		// Check the node against its baseline at least this often.
+		left = min(left, trialCheckInterval)
+	}
+	return left
 }
