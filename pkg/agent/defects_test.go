@@ -197,13 +197,7 @@ func TestCheckpointFailureReportedOnce(t *testing.T) {
 	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
 		t.Fatal("sync with an unwritable store: no error")
 	}
-	patches := 0
-	for _, a := range e.client.Actions() {
-		if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
-			patches++
-		}
-	}
-	diff(t, "node patches", 1, patches)
+	diff(t, "node patches", 1, e.nodePatches())
 	diff(t, "kubelet config", local, string(e.writer.Current))
 	diff(t, "condition", "False Failed", e.condition(t))
 }

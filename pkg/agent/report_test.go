@@ -140,14 +140,20 @@ func TestOneReportPerSync(t *testing.T) {
 				t.Fatalf("sync: %v; want an error: %v", err, tc.wantErr)
 			}
 
-			patches := 0
-			for _, a := range e.client.Actions() {
-				if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
-					patches++
-				}
-			}
-			diff(t, "node patches", tc.wantPatches, patches)
+			diff(t, "node patches", tc.wantPatches, e.nodePatches())
 			diff(t, "events", tc.wantEvents, e.events())
 		})
 	}
+}
+
+// nodePatches counts the patches of the Node since the client's actions
+// were last cleared.
+func (e *env) nodePatches() int {
+	patches := 0
+	for _, a := range e.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
+			patches++
+		}
+	}
+	return patches
 }
