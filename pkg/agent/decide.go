@@ -72,10 +72,15 @@ type decision struct {
 	// itself with what the kubelet's config holds then: the status must
 	// not keep claiming what a failed step meant to do.
 	reportFailure bool
-	// log is the log line of the decision, if any: a message and its
-	// key-value pairs.
-	log  []any
+	// logs are the decision's lines in the agent's log.
+	logs []logLine
 	memo memo
+}
+
+// logLine is a line of the agent's log: a message and its key-value pairs.
+type logLine struct {
+	msg string
+	kv  []any
 }
 
 // memo is how a sync changes the agent's memory of earlier syncs, and
@@ -149,6 +154,7 @@ func decide(o *observed) decision {
 			d = decision{step: stepApply, reportFailure: true}
 		}
 		if warning, version := ignoredAnnotation(o.as.cm, o.warnedAnnotation); version != "" {
+			d.logs = append(d.logs, logLine{"Warning: " + warning.message, []any{"configMap", o.cmName}})
 			d.memo.warned = version
 			w := report{keepStatus: true, events: []event{warning}}
 			if d.first != nil {
@@ -207,7 +213,7 @@ func downloadFailure(o *observed, cerr *configError) decision {
 	d := decision{step: stepReport, report: failedReport(o, o.st.Assigned, cerr)}
 	d.memo.downloadFailed = cerr.msg
 	if cerr.msg != o.downloadFailed {
-		d.log = []any{"Cannot download the assigned config; the kubelet is untouched", "err", cerr.msg}
+		d.logs = append(d.logs, logLine{"Cannot download the assigned config; the kubelet is untouched", []any{"err", cerr.msg}})
 		d.memo.count = ResultFailed
 		d.report.events = []event{{reason: ReasonFailed}}
 	}
@@ -227,7 +233,7 @@ func decideRefusal(o *observed, cerr *configError) decision {
 		d.err = cerr
 		return d
 	}
-	d.log = []any{"Refused config; the kubelet is untouched", "reason", cerr.reason, "err", cerr.msg}
+	d.logs = append(d.logs, logLine{"Refused config; the kubelet is untouched", []any{"reason", cerr.reason, "err", cerr.msg}})
 	d.memo.count = ResultRefused
 	d.memo.refuse = &refusal{src: want, pin: o.as.pin.DeepCopy(), err: cerr}
 	d.report.events = []event{{reason: cerr.reason}}
@@ -259,7 +265,7 @@ func decideSettle(o *observed) decision {
 		msg := driftMessage(st, o.onDrift)
 		r := report{carrier: o.carrier, status: observedStatus(st, st.Assigned, f, msg, o.onDrift), reason: ReasonDrift, message: msg}
 		if o.drifted != o.fileHash {
-			d.log = []any{"The kubelet's config drifted from what the agent wrote", "effectiveSHA256", o.fileHash, "onDrift", o.onDrift}
+			d.logs = append(d.logs, logLine{"The kubelet's config drifted from what the agent wrote", []any{"effectiveSHA256", o.fileHash, "onDrift", o.onDrift}})
 			d.memo.drift = true
 			r.events = []event{{reason: ReasonDrift}}
 			r.history = []source.HistoryEntry{{Source: st.Target(), Result: source.ResultDrift, Message: msg}}
@@ -269,10 +275,11 @@ func decideSettle(o *observed) decision {
 			d.step, d.report = stepReport, r
 			return d
 		}
+		d.logs = append(d.logs, logLine{"Reasserting the recorded config", []any{"config", describe(st.Target())}})
 		d.first = &r
 		d.step = toTarget
 	case !source.Equal(f.source, st.Target()):
-		d.log = []any{"The kubelet's config is not the one the agent recorded; repairing", "file", describe(f.source), "want", describe(st.Target())}
+		d.logs = append(d.logs, logLine{"The kubelet's config is not the one the agent recorded; repairing", []any{"file", describe(f.source), "want", describe(st.Target())}})
 		d.memo.forgetDrift = true
 		d.step = toTarget
 	case st.Failed():

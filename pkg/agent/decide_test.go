@@ -139,8 +139,9 @@ func assignedTo(name, pinned, payload string, annotations map[string]string) fun
 			Data: map[string]string{"kubelet": payload}}
 		o.as = assignment{src: ref(name, "1"), cm: cm}
 		if pinned != "" {
-			o.as.pin = source.NewPin(o.assigned, []byte(pinned), nil)
+			o.pin = source.NewPin(o.assigned, []byte(pinned), nil)
 		}
+		o.as.pin = o.pin
 		o.as.payload, o.payloadErr = (&Agent{NodeName: nodeName}).pinned(o.as)
 	}
 }
@@ -289,7 +290,9 @@ func TestDecide(t *testing.T) {
 			want: plan{Step: "none", Err: "get configmap kube-system/a: connection refused"},
 		},
 		"an unreadable pin is reported as an internal error": {
-			o: seeing(assigned("a"), func(o *observed) { o.pinErr = errors.New("decode pin: bad json") }),
+			o: seeing(assigned("a"), func(o *observed) {
+				o.pin, o.as.pin, o.as.payload, o.pinErr = nil, nil, nil, errors.New("decode pin: bad json")
+			}),
 			want: plan{Step: "report", Report: &reported{Condition: ReasonFailed, Status: "assigned a, active -, lastKnownGood -, error"},
 				Memory: []string{"forget the download failure"}},
 			message: "decode pin: bad json",

@@ -34,12 +34,14 @@ type observed struct {
 	// errNotSynced, a *listError, NotFound, or another failure. Nothing
 	// below it was observed unless it is nil.
 	cmErr error
-	// as is the assignment with the ConfigMap's uid and resourceVersion,
-	// its pin and the ConfigMap; as.payload is set when pinErr and
-	// payloadErr are nil.
-	as assignment
-	// pinErr means the node's pin annotation cannot be read.
+	// pin is the node's pin of its assignment (nil: none), unless pinErr
+	// says it cannot be read.
+	pin    *source.Pin
 	pinErr error
+	// as is the assignment with the ConfigMap's uid and resourceVersion,
+	// its pin and the ConfigMap, once the ConfigMap is found; as.payload
+	// is set when pinErr and payloadErr are nil.
+	as assignment
 	// payloadErr is why the ConfigMap's bytes are not the pinned ones
 	// (pinned), or nil.
 	payloadErr *configError
@@ -71,12 +73,13 @@ type observed struct {
 	onDrift string
 }
 
-// judging is the pin of the assignment the sync judges (Agent.judging).
+// judging is the pin of the assignment the sync judges (Agent.judging):
+// an unreadable pin judges nothing.
 func (o *observed) judging() *source.Pin {
-	if o.assignErr != nil || o.assigned == nil || o.pinErr != nil {
+	if o.assignErr != nil || o.assigned == nil {
 		return nil
 	}
-	return o.as.pin
+	return o.pin
 }
 
 // observe gathers what sync decides on. It reads the record, the node, the
@@ -121,6 +124,7 @@ func (a *Agent) observe(node *corev1.Node, get configMapGetter) (*observed, erro
 		return o, nil
 	}
 	o.assigned = src
+	o.pin, o.pinErr = source.PinOf(node)
 	ref := src.ConfigMap
 	o.cmName = ref.Namespace + "/" + ref.Name
 	cm, err := get(ref.Namespace, ref.Name)
@@ -131,8 +135,8 @@ func (a *Agent) observe(node *corev1.Node, get configMapGetter) (*observed, erro
 	want := src.DeepCopy()
 	want.ConfigMap.UID = cm.UID
 	want.ConfigMap.ResourceVersion = cm.ResourceVersion
-	o.as = assignment{src: want, cm: cm}
-	if o.as.pin, o.pinErr = source.PinOf(node); o.pinErr != nil {
+	o.as = assignment{src: want, pin: o.pin, cm: cm}
+	if o.pinErr != nil {
 		return o, nil
 	}
 	if r := a.refused; r != nil && source.Equal(r.src, want) && r.pin.Equal(o.as.pin) {

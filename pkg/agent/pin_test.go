@@ -269,3 +269,24 @@ func TestStatusNamesTheJudgedPin(t *testing.T) {
 	diff(t, "judged pin once allowed", pinned(), judged())
 	diff(t, "kubelet config", `{`+header+`,"maxPods":110,"readOnlyPort":10255}`, string(e.writer.Current))
 }
+
+// A ConfigMap that cannot be downloaded is a verdict on the pinned
+// assignment too: its status names the pin.
+func TestDownloadFailureNamesTheJudgedPin(t *testing.T) {
+	e := newEnv(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	must(t, e.client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "a", metav1.DeleteOptions{}))
+
+	e.sync(t)
+
+	diff(t, "condition", "False Failed", e.condition(t))
+	pinned, err := source.PinOf(e.node(t))
+	must(t, err)
+	judged, err := source.JudgedPin(e.node(t))
+	must(t, err)
+	if pinned == nil {
+		t.Fatal("the assignment has no pin")
+	}
+	diff(t, "judged pin", pinned, judged)
+}

@@ -79,9 +79,6 @@ func (a *Agent) act(ctx context.Context, node *corev1.Node, o *observed, d decis
 	if d.memo.forgetDownload {
 		a.downloadFailed = ""
 	}
-	if d.memo.warned != "" {
-		klog.FromContext(ctx).Info("Warning: "+d.first.events[0].message, "configMap", o.cmName)
-	}
 	if d.checkpoint {
 		// A lost checkpoint of the assignment comes back from its
 		// ConfigMap (same uid and resourceVersion, so the same bytes):
@@ -112,8 +109,8 @@ func (a *Agent) act(ctx context.Context, node *corev1.Node, o *observed, d decis
 // remember logs d and makes the changes of the agent's memory and metrics
 // that it decided.
 func (a *Agent) remember(ctx context.Context, d decision) {
-	if len(d.log) > 0 {
-		klog.FromContext(ctx).Info(d.log[0].(string), d.log[1:]...)
+	for _, l := range d.logs {
+		klog.FromContext(ctx).Info(l.msg, l.kv...)
 	}
 	if d.memo.forgetDrift {
 		a.drifted = ""
