@@ -154,7 +154,7 @@ func decide(o *observed) decision {
 			d = decision{step: stepApply, reportFailure: true}
 		}
 		if warning, version := ignoredAnnotation(o.as.cm, o.warnedAnnotation); version != "" {
-			d.logs = append(d.logs, logLine{"Warning: " + warning.message, []any{"configMap", o.cmName}})
+			d.logs = append([]logLine{{"Warning: " + warning.message, []any{"configMap", o.cmName}}}, d.logs...)
 			d.memo.warned = version
 			w := report{keepStatus: true, events: []event{warning}}
 			if d.first != nil {
