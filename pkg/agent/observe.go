@@ -102,15 +102,20 @@ func (a *Agent) observe(node *corev1.Node, get configMapGetter) (*observed, erro
 	// The bytes of the recorded assignment are known from its ConfigMap
 	// (same uid and resourceVersion, pinned), even when its checkpoint was
 	// lost: the sync that settles it checkpoints them again first.
-	var known *assignment
-	defer func() {
-		o.file = a.observeFile(st, known)
-		if o.file.err == nil {
-			sum := sha256.Sum256(o.file.effective)
-			o.fileHash = hex.EncodeToString(sum[:8])
-		}
-	}()
+	known := a.observeAssignment(o, node, get)
+	o.file = a.observeFile(st, known)
+	if o.file.err == nil {
+		sum := sha256.Sum256(o.file.effective)
+		o.fileHash = hex.EncodeToString(sum[:8])
+	}
+	return o, nil
+}
 
+// observeAssignment fills in o's assignment, pin and ConfigMap, as far as
+// each can be read, and checks the ConfigMap's bytes against the pin. It
+// returns the assignment when its bytes passed and the record names it
+// (nil otherwise).
+func (a *Agent) observeAssignment(o *observed, node *corev1.Node, get configMapGetter) *assignment {
 	src, carrier, err := source.Assigned(node)
 	if err == nil {
 		err = source.ValidateSource(src)
@@ -118,10 +123,10 @@ func (a *Agent) observe(node *corev1.Node, get configMapGetter) (*observed, erro
 	o.carrier = statusCarrier(carrier)
 	if err != nil {
 		o.assignErr = err
-		return o, nil
+		return nil
 	}
 	if src == nil {
-		return o, nil
+		return nil
 	}
 	o.assigned = src
 	o.pin, o.pinErr = source.PinOf(node)
@@ -130,28 +135,28 @@ func (a *Agent) observe(node *corev1.Node, get configMapGetter) (*observed, erro
 	cm, err := get(ref.Namespace, ref.Name)
 	if err != nil {
 		o.cmErr = err
-		return o, nil
+		return nil
 	}
 	want := src.DeepCopy()
 	want.ConfigMap.UID = cm.UID
 	want.ConfigMap.ResourceVersion = cm.ResourceVersion
 	o.as = assignment{src: want, pin: o.pin, cm: cm}
 	if o.pinErr != nil {
-		return o, nil
+		return nil
 	}
-	if r := a.refused; r != nil && source.Equal(r.src, want) && r.pin.Equal(o.as.pin) {
+	if r := a.refused; r != nil && source.Equal(r.src, want) && r.pin.Equal(o.pin) {
 		o.refused = r.err
 	}
 	payload, perr := a.pinned(o.as)
 	if perr != nil {
 		o.payloadErr = perr
-		return o, nil
+		return nil
 	}
 	o.as.payload = payload
-	if o.refused == nil && source.Equal(st.Assigned, want) {
-		known = &o.as
+	if o.refused == nil && source.Equal(o.st.Assigned, want) {
+		return &o.as
 	}
-	return o, nil
+	return nil
 }
 
 // observation is what the kubelet's config holds, compared with what the
