@@ -247,7 +247,8 @@ func decideRefusal(o *observed, cerr *configError) decision {
 // gate; bytes the agent never wrote are drift, reported once per content
 // and, with --on-drift=reassert, replaced by the target the same way; a
 // config that failed stays rolled back; a config in trial is verified once
-// after the agent started, then held to its baseline until its trial ends.
+// after the agent started, and held to its baseline by every other sync
+// until its trial ends.
 func decideSettle(o *observed) decision {
 	st := o.st
 	d := decision{checkpoint: true, reportFailure: true}
