@@ -65,6 +65,17 @@ func TestConfigMapChains(t *testing.T) {
 		t.Errorf("rollout start --config %s: exit %d, stdout %q, want it to start with %q; stderr:\n%s", ref, got.Code, got.Stdout, want, got.Stderr)
 	}
 
+	for _, typed := range []string{"my-", "configmap/my-"} {
+		got := runWith(t, in, dkcBinary, "__complete", "assign", "n1", "--config", typed)
+		want := strings.TrimPrefix(ref, "configmap/")
+		if typed == "configmap/my-" {
+			want = ref
+		}
+		if got.Code != 0 || !strings.HasPrefix(got.Stdout, want+"\n:4\n") {
+			t.Errorf("__complete assign n1 --config %s: exit %d, stdout %q, want %s first", typed, got.Code, got.Stdout, want)
+		}
+	}
+
 	for _, args := range [][]string{
 		{"assign", "n1", "--config", "secret/" + name},
 		{"rollout", "start", "n1", "--config", "secret/" + name},

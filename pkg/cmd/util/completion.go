@@ -76,13 +76,18 @@ func CompleteNodeNames(f genericclioptions.RESTClientGetter) cobra.CompletionFun
 	}
 }
 
-// CompleteConfigNames completes a flag with the names of dkc's ConfigMaps.
+// CompleteConfigNames completes a flag with the names of dkc's ConfigMaps,
+// as NAME or, after a ConfigMap type (configmap/), as TYPE/NAME.
 func CompleteConfigNames(f genericclioptions.RESTClientGetter) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		typ, name := "", toComplete
+		if t, rest, found := strings.Cut(toComplete, "/"); found && IsConfigMapType(t) {
+			typ, name = t+"/", rest
+		}
 		var out []cobra.Completion
 		for _, n := range ConfigNames(f, cmd) {
-			if strings.HasPrefix(n, toComplete) {
-				out = append(out, n)
+			if strings.HasPrefix(n, name) {
+				out = append(out, typ+n)
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
