@@ -4,8 +4,8 @@
 # sha256 sums:   hack/dist.sh v0.1.0
 # `make release` runs it for the version in the file VERSION (docs/release.md).
 # Archives land in _output/dist. The same VERSION and commit give the same
-# bytes: -trimpath, no VCS stamp, a fixed build date (the commit's), sorted tar entries with
-# fixed owners and mtimes, and gzip -n.
+# bytes: -trimpath, no VCS stamp, a fixed build date (the commit's), sorted
+# tar entries with fixed owners and mtimes, and gzip -n.
 #
 # Each Linux platform also gets kubectl-dkc-agent_VERSION_linux_ARCH.tar.gz:
 # the slim node agent (cmd/kubectl-dkc-agent) with the systemd unit, for
