@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-dkc/dkc/pkg/agent"
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -67,7 +69,7 @@ func testReadinessAcrossApply(t *testing.T, kubeletBinDir string) {
 	if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
 		Kubeconfig:    agentKubeconfig(t, c),
 		HealthTimeout: time.Minute,
-		Extra:         []string{"-v=2"},
+		Extra:         []string{"-v=2", "--pod-ready-timeout=20s"},
 	})); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +127,52 @@ func testReadinessAcrossApply(t *testing.T, kubeletBinDir string) {
 			readyzName, pod0.UID, pod.UID, restarts(pod0), restarts(pod))
 	}
 	wantGateNotBeforePodReady(t, f)
+
+	if nodehealth.ResetsReadiness(node) {
+		podNotReadyAgainRollsBack(t, c, n)
+	}
+}
+
+// podNotReadyAgainRollsBack: on a kubelet that resets readiness at a
+// restart, a pod that was Ready before the restart and does not become
+// Ready again within --pod-ready-timeout fails the gate, and the agent
+// rolls back. The pod's endpoint starts failing just before the assign;
+// with failureThreshold 3 the pod is still Ready when the agent takes its
+// baseline.
+func podNotReadyAgainRollsBack(t *testing.T, c *framework.Cluster, n *framework.Node) {
+	t.Helper()
+	readyzPost := func(path string) {
+		t.Helper()
+		resp, err := http.Post(fmt.Sprintf("http://%s:%d%s", n.IP, readyzPort, path), "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %s", path, resp.Status)
+		}
+	}
+	createConfigMap(t, c, "readyz-maxpods-43", nodeConfig(t, n, func(cfg map[string]any) { cfg["maxPods"] = 43 }))
+	readyzPost("/fail")
+	r := dkc(t, c, "", "assign", n.Name, "--config", "readyz-maxpods-43", "--wait", "--timeout", "3m")
+	if r.ExitCode != 2 {
+		t.Errorf("assign --wait of a config whose pod does not get Ready again: exit %d, want 2; stderr:\n%s", r.ExitCode, r.Stderr)
+	}
+	st := waitStatus(t, c, n.Name, time.Minute, "the rollback", func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && st.Error != "" && isCM(st.Assigned, "readyz-maxpods-43")
+	})
+	want := "health gate: after 20s: pod default/" + readyzName + " was Ready before the restart and is not Ready"
+	if !strings.Contains(st.Error, want) {
+		t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
+	}
+	// readyz-maxpods is still in its trial: the last-known-good config
+	// is the node's local config.
+	if st.Active != nil || st.LastKnownGood != nil {
+		t.Errorf("active %v, last-known-good %v; want both the local config", st.Active, st.LastKnownGood)
+	}
+	wantCondition(t, c, n.Name, "False", agent.ReasonRolledBack)
+	readyzPost("/ok")
+	waitFor(t, time.Minute, "pod "+readyzName+" Ready again", func() bool { return podReady(readyzPod(t, c)) })
 }
 
 // wantGateNotBeforePodReady is the health gate's promise to a Service: when
@@ -211,7 +259,10 @@ func createReadyzPod(t *testing.T, c *framework.Cluster, n *framework.Node) {
 					PeriodSeconds:    10,
 					TimeoutSeconds:   1,
 					SuccessThreshold: 1,
-					FailureThreshold: 1,
+					// Ready for two more periods after its endpoint
+					// starts failing: long enough for the rollback case
+					// to take its baseline with the pod Ready.
+					FailureThreshold: 3,
 				},
 			}},
 		},
