@@ -9,7 +9,7 @@ SHELL := /bin/bash
 # dev binary or image carries the release's name. COMMIT is the last commit
 # that changed anything but the release files (hack/version.sh).
 RELEASE_VERSION := $(shell hack/version.sh release)
-VERSION    ?= $(shell hack/version.sh dev)
+VERSION    ?= $(shell hack/version.sh dev 2>/dev/null || echo $(RELEASE_VERSION)-dev-unknown)
 GIT_COMMIT ?= $(shell hack/version.sh commit 2>/dev/null || echo unknown)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -X github.com/kubectl-dkc/dkc/pkg/version.version=$(VERSION) \
