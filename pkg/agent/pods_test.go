@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 )
 
 // runningPod is a Running pod default/NAME, Ready or not.
@@ -168,9 +169,10 @@ func TestTrialRollsBack(t *testing.T) {
 		},
 		"node not Ready": {
 			during: func(t *testing.T, e *env) {
-				e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown"})
+				e.setNodeCondition(t, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+					LastTransitionTime: metav1.NewTime(e.clk.Now().Add(-nodehealth.NotReadyGrace))})
 			},
-			want: "trial: node Ready is Unknown: NodeStatusUnknown",
+			want: "trial: node Ready is Unknown since ",
 		},
 		"lease not renewed": {
 			during: func(t *testing.T, e *env) {

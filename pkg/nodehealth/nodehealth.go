@@ -7,8 +7,9 @@
 // After the restart, and then for the whole trial until the config becomes
 // last-known-good, Judge holds the node to it:
 //
-//   - the Node stays Ready, and (in the trial) its Lease keeps being renewed
-//     within the node monitor grace period;
+//   - the Node stays Ready (in the trial: is not other than Ready for
+//     NotReadyGrace or longer), and (in the trial) its Lease keeps being
+//     renewed within the node monitor grace period;
 //   - no pressure condition that was False turns True;
 //   - no pod that was running is stopped by the kubelet: evicted, or
 //     rejected when the restarted kubelet admits the node's pods again;
@@ -258,8 +259,12 @@ func Judge(b Baseline, o Observed, s Stage) Verdict {
 		case ready != nil && ready.Status == corev1.ConditionTrue:
 		case s == Trial && ready == nil:
 			failed = append(failed, "node has no Ready condition")
+		case s == Trial && o.Now.Sub(ready.LastTransitionTime.Time) < NotReadyGrace:
+			// A restarted kubelet may report NotReady (PLEG not yet
+			// healthy) until its next status update: not a failure yet.
 		case s == Trial:
-			failed = append(failed, fmt.Sprintf("node Ready is %s: %s", ready.Status, reasonMessage(ready.Reason, ready.Message)))
+			failed = append(failed, fmt.Sprintf("node Ready is %s since %s: %s", ready.Status,
+				ready.LastTransitionTime.UTC().Format(time.RFC3339), reasonMessage(ready.Reason, ready.Message)))
 		case ready == nil:
 			waiting = append(waiting, "node has no Ready condition")
 		default:
@@ -316,6 +321,12 @@ func condition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondit
 	}
 	return nil
 }
+
+// NotReadyGrace is how long the Node's Ready may be other than True during
+// a trial before the trial fails: a kubelet that has just started reports
+// NotReady ("PLEG is not healthy: pleg has yet to be successful") until its
+// next status update, 10 s later by default.
+const NotReadyGrace = 30 * time.Second
 
 // maxNamed is how many findings a verdict names.
 const maxNamed = 3

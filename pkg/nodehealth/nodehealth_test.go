@@ -158,7 +158,19 @@ func TestJudge(t *testing.T) {
 			obs: observed(node(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
 				Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}), pod("web"), pod("batch", notReady)),
 			stage: Trial,
-			want:  Verdict{Failed: "node Ready is Unknown: NodeStatusUnknown: Kubelet stopped posting node status."},
+			want:  Verdict{Failed: "node Ready is Unknown since 0001-01-01T00:00:00Z: NodeStatusUnknown: Kubelet stopped posting node status."},
+		},
+		"trial: a NotReady of the last seconds is waited out": {
+			obs: observed(node(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+				Message: "PLEG is not healthy: pleg has yet to be successful", LastTransitionTime: metav1.NewTime(t0.Add(time.Minute - NotReadyGrace + time.Second))}),
+				pod("web"), pod("batch", notReady)),
+			stage: Trial,
+		},
+		"trial: a NotReady of NotReadyGrace fails": {
+			obs: observed(node(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+				LastTransitionTime: metav1.NewTime(t0.Add(time.Minute - NotReadyGrace))}), pod("web"), pod("batch", notReady)),
+			stage: Trial,
+			want:  Verdict{Failed: "node Ready is False since 2026-11-25T12:00:30Z: KubeletNotReady"},
 		},
 		"trial: lease not renewed within the grace period": {
 			obs: func() Observed {
