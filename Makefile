@@ -26,15 +26,16 @@ COMPONENTS_DIR ?= $(or $(DKC_BIN_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kub
 # How many kubelets `make cluster-up` starts.
 NODES ?= 2
 # The images (make image, make push): the registry and path they are named
-# under, HOST/PATH, the agent's tag and the platforms. The agent is
-# IMAGE_REPO/kubectl-dkc-agent:IMAGE_TAG; the pause and probe images of the
-# tests are IMAGE_REPO/kubectl-dkc-pause:v1 and IMAGE_REPO/kubectl-dkc-probe:v1.
+# under, HOST/PATH, the tag of dkc's images and the platforms. The agent is
+# IMAGE_REPO/kubectl-dkc-agent:IMAGE_TAG, the controller
+# IMAGE_REPO/kubectl-dkc-controller:IMAGE_TAG; the pause and probe images of
+# the tests are IMAGE_REPO/kubectl-dkc-pause:v1 and IMAGE_REPO/kubectl-dkc-probe:v1.
 # Timestamps in them are the commit's, so the same commit gives the same digest.
 IMAGE_REPO      ?= registry.example
 IMAGE_TAG       ?= $(VERSION)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_DIR       := _output/image
-IMAGES          := kubectl-dkc-agent:$(IMAGE_TAG) kubectl-dkc-pause:v1 kubectl-dkc-probe:v1
+IMAGES          := kubectl-dkc-agent:$(IMAGE_TAG) kubectl-dkc-controller:$(IMAGE_TAG) kubectl-dkc-pause:v1 kubectl-dkc-probe:v1
 SOURCE_DATE_EPOCH ?= $(shell hack/version.sh epoch 2>/dev/null || echo 0)
 # Where `make release` puts one version's archives, image archives and sums.
 RELEASE_DIR     := _output/release
@@ -99,8 +100,11 @@ unit: ## Unit tests (no cluster)
 	cd hack/image && go test ./...
 
 .PHONY: e2e
+# The tests run the images on this machine only: build them for its platform.
+e2e: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
 e2e: test-deps components components-v1.23 components-v1.33 build agent image ## Tests on real etcd, kube-apiserver and kubelets
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
+	DKC_CONTROLLER_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-controller.oci.tar \
 	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar DKC_PROBE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-probe.oci.tar \
 	go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./test/... $(E2E_ARGS)
 
@@ -133,10 +137,12 @@ demo: test-deps components build ## The seed workflow, end to end, on a local cl
 	hack/demo.sh
 
 .PHONY: image
-image: ## Build the agent, pause and readiness-probe images as OCI archives in _output/image (no Docker, nothing pulled)
-	cd hack/image && go run . agent -root $(CURDIR) -o $(abspath $(IMAGE_DIR))/kubectl-dkc-agent.oci.tar \
-		-name $(IMAGE_REPO)/kubectl-dkc-agent:$(IMAGE_TAG) -version $(VERSION) -commit $(GIT_COMMIT) \
-		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
+image: ## Build the agent, controller, pause and readiness-probe images as OCI archives in _output/image (no Docker, nothing pulled)
+	@set -e; for kind in agent controller; do \
+		(cd hack/image && go run . $$kind -root $(CURDIR) -o $(abspath $(IMAGE_DIR))/kubectl-dkc-$$kind.oci.tar \
+		-name $(IMAGE_REPO)/kubectl-dkc-$$kind:$(IMAGE_TAG) -version $(VERSION) -commit $(GIT_COMMIT) \
+		-epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)); \
+	done
 	cd hack/image && go run . pause -o $(abspath $(IMAGE_DIR))/kubectl-dkc-pause.oci.tar \
 		-name $(IMAGE_REPO)/kubectl-dkc-pause:v1 -epoch $(SOURCE_DATE_EPOCH) -platforms $(IMAGE_PLATFORMS)
 	cd hack/image && go run . probe -o $(abspath $(IMAGE_DIR))/kubectl-dkc-probe.oci.tar \

@@ -185,15 +185,15 @@ func TestUsageErrors(t *testing.T) {
 		},
 		"rollout abort without NAME": {
 			bin: &dkcBinary, args: []string{"rollout", "abort"},
-			want: "error: name the rollout (kubectl get configmaps -n kube-system -l kubectl-dkc.io/rollout lists them as dkc-rollout-NAME), or pass --latest to act on the newest\n",
+			want: "error: name the rollout (kubectl get nodeconfigrollouts -n kube-system lists them), or pass --latest to act on the newest\n",
 		},
 		"rollout pause without NAME": {
 			bin: &dkcBinary, args: []string{"rollout", "pause", "-n", "ops"},
-			want: "error: name the rollout (kubectl get configmaps -n ops -l kubectl-dkc.io/rollout lists them as dkc-rollout-NAME), or pass --latest to act on the newest\n",
+			want: "error: name the rollout (kubectl get nodeconfigrollouts -n ops lists them), or pass --latest to act on the newest\n",
 		},
 		"rollout undo without NAME": {
 			bin: &dkcBinary, args: []string{"rollout", "undo", "--wait"},
-			want: "error: name the rollout (kubectl get configmaps -n kube-system -l kubectl-dkc.io/rollout lists them as dkc-rollout-NAME), or pass --latest to act on the newest\n",
+			want: "error: name the rollout (kubectl get nodeconfigrollouts -n kube-system lists them), or pass --latest to act on the newest\n",
 		},
 	}
 	for name, tc := range tests {

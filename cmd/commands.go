@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/agent"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/controller"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/reset"
@@ -25,4 +26,5 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(diff.NewCmdDiff(f, streams))
 	root.AddCommand(agent.NewCmdAgent(f, streams))
 	root.AddCommand(rollout.NewCmdRollout(f, streams))
+	root.AddCommand(controller.NewCmdController(f, streams))
 }

@@ -49,14 +49,16 @@ func TestExitCodes(t *testing.T) {
 			Namespace: "kube-system", Name: "cm", KubeletConfigKey: "kubelet",
 		}}, Nodes: []string{"failed"}, MaxUnavailable: intstr.FromInt32(1)})
 		r.Status.State = state
+		r.Spec.Paused = state == rollout.Paused
+		r.Spec.Aborted = state == rollout.Aborted
 		if state == rollout.Halted {
 			r.Status.Reason = `node "failed" reported an error: ` + nodeErr
 		}
-		cm, err := rollout.Encode(r)
+		u, err := rollout.Encode(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		api.ConfigMaps = append(api.ConfigMaps, *cm)
+		api.Rollouts = append(api.Rollouts, *u)
 	}
 	in := runEnv{
 		Kubeconfig: api.start(t),

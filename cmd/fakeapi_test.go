@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -23,6 +24,8 @@ import (
 type fakeAPIServer struct {
 	Nodes      []corev1.Node
 	ConfigMaps []corev1.ConfigMap
+	// Rollouts are NodeConfigRollouts, with their kind and apiVersion.
+	Rollouts []unstructured.Unstructured
 }
 
 // start serves s until the test ends, and returns a kubeconfig for it.
@@ -64,6 +67,24 @@ func (s *fakeAPIServer) start(t *testing.T) (kubeconfig string) {
 			}
 		}
 		notFound(w, "configmaps", r.PathValue("name"))
+	})
+	mux.HandleFunc("GET /apis/kubectl-dkc.io/v1alpha1/namespaces/{ns}/nodeconfigrollouts", func(w http.ResponseWriter, r *http.Request) {
+		var items []any
+		for i := range s.Rollouts {
+			if s.Rollouts[i].GetNamespace() == r.PathValue("ns") {
+				items = append(items, s.Rollouts[i].Object)
+			}
+		}
+		serveList(w, r, "NodeConfigRolloutList", items)
+	})
+	mux.HandleFunc("GET /apis/kubectl-dkc.io/v1alpha1/namespaces/{ns}/nodeconfigrollouts/{name}", func(w http.ResponseWriter, r *http.Request) {
+		for i := range s.Rollouts {
+			if ro := &s.Rollouts[i]; ro.GetNamespace() == r.PathValue("ns") && ro.GetName() == r.PathValue("name") {
+				serveJSON(w, http.StatusOK, ro.Object)
+				return
+			}
+		}
+		notFound(w, "nodeconfigrollouts", r.PathValue("name"))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		serveStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("the fake apiserver does not serve %s %s", r.Method, r.URL.Path))
@@ -134,8 +155,15 @@ func serveList(w http.ResponseWriter, r *http.Request, kind string, items []any)
 	}
 }
 
+// notFound answers as an apiserver does for a missing object: a 404 that
+// names it.
 func notFound(w http.ResponseWriter, resource, name string) {
-	serveStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("%s %q not found", resource, name))
+	serveJSON(w, http.StatusNotFound, metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound,
+		Message: fmt.Sprintf("%s %q not found", resource, name),
+		Details: &metav1.StatusDetails{Name: name, Kind: resource},
+	})
 }
 
 func serveStatus(w http.ResponseWriter, code int, reason, message string) {

@@ -133,7 +133,7 @@ func checkArchive(t *testing.T, path, kind string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, agentEntry := agentBinary("../..")
+		_, _, agentEntry := dkcBinary("../..", "agent")
 		wantEntry := map[string][]string{"pause": {"/pause"}, "probe": {"/probe"}, "agent": agentEntry}[kind]
 		if diff := cmp.Diff(wantEntry, cfg.Config.Entrypoint); diff != "" {
 			t.Errorf("%s entrypoint (-want +got):\n%s", d.Platform, diff)

@@ -2,6 +2,7 @@
 // with no Docker daemon and nothing pulled from a registry:
 //
 //	go run . agent -root ../.. -o ../../_output/image/kubectl-dkc-agent.oci.tar
+//	go run . controller -root ../.. -o ../../_output/image/kubectl-dkc-controller.oci.tar
 //	go run . pause -o ../../_output/image/kubectl-dkc-pause.oci.tar
 //	go run . probe -o ../../_output/image/kubectl-dkc-probe.oci.tar
 //
@@ -28,17 +29,18 @@ import (
 
 // Default image names, the ones deploy/ and the harness use.
 const (
-	DefaultAgentRepo = "registry.example/kubectl-dkc-agent"
-	DefaultPauseRef  = "registry.example/kubectl-dkc-pause:v1"
-	DefaultProbeRef  = "registry.example/kubectl-dkc-probe:v1"
+	DefaultAgentRepo      = "registry.example/kubectl-dkc-agent"
+	DefaultControllerRepo = "registry.example/kubectl-dkc-controller"
+	DefaultPauseRef       = "registry.example/kubectl-dkc-pause:v1"
+	DefaultProbeRef       = "registry.example/kubectl-dkc-probe:v1"
 )
 
 const sourceURL = "https://github.com/kubectl-dkc/dkc"
 
 // options are the flags of every subcommand.
 type options struct {
-	Kind      string // agent, pause or probe
-	Root      string // the kubectl-dkc repository (agent)
+	Kind      string // agent, controller, pause or probe
+	Root      string // the kubectl-dkc repository (agent, controller)
 	Binary    string // a prebuilt agent binary, for one platform
 	Out       string
 	Ref       string
@@ -59,17 +61,17 @@ func run(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "push" {
 		return runPush(ctx, args[1:])
 	}
-	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause" && args[0] != "probe") {
-		return fmt.Errorf("usage: image agent|pause|probe|push [flags]")
+	if len(args) == 0 || (args[0] != "agent" && args[0] != "controller" && args[0] != "pause" && args[0] != "probe") {
+		return fmt.Errorf("usage: image agent|controller|pause|probe|push [flags]")
 	}
 	o := options{Kind: args[0]}
 	fs := flag.NewFlagSet("image "+o.Kind, flag.ContinueOnError)
-	fs.StringVar(&o.Root, "root", "../..", "The kubectl-dkc repository, whose main package is the agent.")
-	fs.StringVar(&o.Binary, "binary", "", "Use this agent binary (static, as agentBinary names it) instead of building one; needs a single -platforms entry.")
+	fs.StringVar(&o.Root, "root", "../..", "The kubectl-dkc repository, whose programs the agent and controller images hold.")
+	fs.StringVar(&o.Binary, "binary", "", "Use this agent or controller binary (static, as dkcBinary names it) instead of building one; needs a single -platforms entry.")
 	fs.StringVar(&o.Out, "o", "", "The OCI image archive to write (required).")
-	fs.StringVar(&o.Ref, "name", "", "The image's name in the archive (default "+DefaultAgentRepo+":VERSION, "+DefaultPauseRef+" or "+DefaultProbeRef+").")
-	fs.StringVar(&o.Version, "version", "v0.0.0-dev", "Version stamped into the agent binary, and the agent image's tag.")
-	fs.StringVar(&o.Commit, "commit", "unknown", "Git commit stamped into the agent binary.")
+	fs.StringVar(&o.Ref, "name", "", "The image's name in the archive (default "+DefaultAgentRepo+":VERSION, "+DefaultControllerRepo+":VERSION, "+DefaultPauseRef+" or "+DefaultProbeRef+").")
+	fs.StringVar(&o.Version, "version", "v0.0.0-dev", "Version stamped into the agent or controller binary, and its image's tag.")
+	fs.StringVar(&o.Commit, "commit", "unknown", "Git commit stamped into the agent or controller binary.")
 	fs.Int64Var(&o.Epoch, "epoch", 0, "Unix time of every timestamp in the image, such as the commit's.")
 	fs.StringVar(&o.Platforms, "platforms", "linux/amd64,linux/arm64", "Comma-separated os/arch list.")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -98,6 +100,8 @@ func defaultRef(kind, version string) string {
 	switch kind {
 	case "agent":
 		return DefaultAgentRepo + ":" + version
+	case "controller":
+		return DefaultControllerRepo + ":" + version
 	case "probe":
 		return DefaultProbeRef
 	}
@@ -127,8 +131,8 @@ func build(ctx context.Context, o options) (v1.Hash, error) {
 	for _, p := range platforms {
 		var spec imageSpec
 		switch o.Kind {
-		case "agent":
-			spec, err = agentSpec(ctx, o, p, epoch, work)
+		case "agent", "controller":
+			spec, err = dkcSpec(ctx, o, p, epoch, work)
 		case "probe":
 			spec, err = programSpec(ctx, here, "probe", "kubectl-dkc-probe", p, epoch, work)
 		default:
@@ -151,23 +155,27 @@ func build(ctx context.Context, o options) (v1.Hash, error) {
 	return idx.Digest()
 }
 
-// agentBinary is the agent's program in the image: the slim
+// dkcBinary is the program of kind's image. The agent's is the slim
 // kubectl-dkc-agent (./cmd/kubectl-dkc-agent) when the repository has it,
-// else kubectl-dkc with the agent subcommand. Either way a pod's args are
-// the agent's flags only.
-func agentBinary(root string) (pkg, name string, entrypoint []string) {
+// else kubectl-dkc with the agent subcommand; the controller's is
+// kubectl-dkc with the controller subcommand. Either way a pod's args are
+// the program's flags only.
+func dkcBinary(root, kind string) (pkg, name string, entrypoint []string) {
+	if kind == "controller" {
+		return ".", "kubectl-dkc", []string{"/kubectl-dkc", "controller"}
+	}
 	if st, err := os.Stat(filepath.Join(root, "cmd", "kubectl-dkc-agent")); err == nil && st.IsDir() {
 		return "./cmd/kubectl-dkc-agent", "kubectl-dkc-agent", []string{"/kubectl-dkc-agent"}
 	}
 	return ".", "kubectl-dkc", []string{"/kubectl-dkc", "agent"}
 }
 
-// agentSpec is the agent's image: the agent binary (agentBinary), plus an
-// /etc/passwd and /etc/group that name root and nobody, and a /tmp. No
-// shell, no package manager, no CA bundle: the agent reaches the apiserver
-// with the pod's service account CA.
-func agentSpec(ctx context.Context, o options, p platform, epoch time.Time, work string) (imageSpec, error) {
-	pkg, name, entrypoint := agentBinary(o.Root)
+// dkcSpec is the agent's or the controller's image: its binary
+// (dkcBinary), plus an /etc/passwd and /etc/group that name root and
+// nobody, and a /tmp. No shell, no package manager, no CA bundle: both
+// reach the apiserver with the pod's service account CA.
+func dkcSpec(ctx context.Context, o options, p platform, epoch time.Time, work string) (imageSpec, error) {
+	pkg, name, entrypoint := dkcBinary(o.Root, o.Kind)
 	bin := o.Binary
 	if bin == "" {
 		bin = filepath.Join(work, name+"-"+p.OS+"-"+p.Arch)
@@ -195,7 +203,7 @@ func agentSpec(ctx context.Context, o options, p platform, epoch time.Time, work
 		},
 		Entrypoint: entrypoint,
 		Labels: map[string]string{
-			"org.opencontainers.image.title":    "kubectl-dkc-agent",
+			"org.opencontainers.image.title":    "kubectl-dkc-" + o.Kind,
 			"org.opencontainers.image.source":   sourceURL,
 			"org.opencontainers.image.version":  o.Version,
 			"org.opencontainers.image.revision": o.Commit,

@@ -10,7 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
@@ -74,7 +76,7 @@ type Options struct {
 	ReadOnly bool
 }
 
-// Run drives rollout name in namespace until it is done, halted, aborted or
+// Run drives the rollout name of store until it is done, halted, aborted or
 // paused, or ctx ends. It watches the rollout's nodes and its object, and
 // acts on every change: it records each node's phase, starts the nodes the
 // current wave and the budget allow, and halts on the first node error.
@@ -84,7 +86,7 @@ type Options struct {
 //
 // Run returns the rollout as last read, and nil when it is Done, an error
 // matching ErrHalted, ErrAborted or ErrPaused, or ctx's error.
-func Run(ctx context.Context, client kubernetes.Interface, namespace, name string, opts Options) (*Rollout, error) {
+func Run(ctx context.Context, client kubernetes.Interface, store *Store, name string, opts Options) (*Rollout, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -94,7 +96,6 @@ func Run(ctx context.Context, client kubernetes.Interface, namespace, name strin
 	if opts.Parallel <= 0 {
 		opts.Parallel = DefaultParallel
 	}
-	store := &Store{Client: client, Namespace: namespace}
 	r, err := store.Get(ctx, name)
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (e *engine) poke() {
 }
 
 // startInformers watches the rollout's nodes (through its selector when it
-// has one) and its ConfigMap, and pokes the loop on every change.
+// has one) and its object, and pokes the loop on every change.
 func (e *engine) startInformers(ctx context.Context) error {
 	selector := e.cur.Spec.Selector
 	nf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -177,35 +178,37 @@ func (e *engine) startInformers(ctx context.Context) error {
 	}
 	e.nodes = nodeInformer.Lister()
 
-	cmName := ConfigMapName(e.cur.Name)
-	cf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.store.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cmName).String()
-		}))
-	onCM := func(obj any) {
-		cm, ok := obj.(*corev1.ConfigMap)
+	name := e.cur.Name
+	rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.store.Client, 0, e.store.Namespace, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	})
+	onRollout := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if ok && u.GetName() != name {
+			return
+		}
 		e.mu.Lock()
-		if !ok || cm.ResourceVersion != e.rv {
+		if !ok || u.GetResourceVersion() != e.rv {
 			e.stale = true
 		}
 		e.mu.Unlock()
 		e.poke()
 	}
-	if _, err := cf.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onCM,
-		UpdateFunc: func(_, obj any) { onCM(obj) },
-		DeleteFunc: onCM,
+	if _, err := rf.ForResource(Resource).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onRollout,
+		UpdateFunc: func(_, obj any) { onRollout(obj) },
+		DeleteFunc: onRollout,
 	}); err != nil {
-		return fmt.Errorf("watch rollout %q: %w", e.cur.Name, err)
+		return fmt.Errorf("watch rollout %q: %w", name, err)
 	}
 	nf.Start(ctx.Done())
-	cf.Start(ctx.Done())
+	rf.Start(ctx.Done())
 	for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
 		}
 	}
-	for typ, ok := range cf.WaitForCacheSync(ctx.Done()) {
+	for typ, ok := range rf.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
 		}
@@ -269,7 +272,7 @@ func (e *engine) setCurrent(r *Rollout) {
 // write stores r. It reports false, and marks the rollout stale, when
 // another client wrote it first: the pass is then redone on fresh state.
 func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
-	got, err := e.store.Update(ctx, r)
+	got, err := e.store.UpdateStatus(ctx, r)
 	if errors.Is(err, ErrConflict) {
 		e.mu.Lock()
 		e.stale = true

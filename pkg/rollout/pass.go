@@ -36,11 +36,16 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err := e.refresh(ctx); err != nil {
 		return true, err
 	}
-	if e.cur.Status.State != Running && !e.opts.ReadOnly {
-		if e.cur.Status.State == Done {
-			return true, nil
+	if !e.opts.ReadOnly {
+		if ok, err := e.takeState(ctx); !ok || err != nil {
+			return err != nil, err
 		}
-		return true, stateError(e.cur)
+		if e.cur.Status.State != Running {
+			if e.cur.Status.State == Done {
+				return true, nil
+			}
+			return true, stateError(e.cur)
+		}
 	}
 	now := metav1.NewMicroTime(e.opts.Clock.Now())
 
@@ -68,6 +73,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	}
 
 	if e.opts.ReadOnly {
+		r.Status.State = r.State()
 		return e.follow(r, observed)
 	}
 
@@ -271,6 +277,26 @@ func live(r *Rollout, get func(name string) (*corev1.Node, error), observe func(
 		changed = true
 	}
 	return r, observed, changed, nil
+}
+
+// takeState records the state the rollout's spec asks for (Rollout.State)
+// when its status does not show it yet: the operator paused, resumed or
+// aborted it, or no driver has looked at it. It reports false when another
+// client wrote the rollout first; the pass is then redone on fresh state.
+func (e *engine) takeState(ctx context.Context) (bool, error) {
+	want := e.cur.State()
+	if want == e.cur.Status.State {
+		return true, nil
+	}
+	r := e.cur.DeepCopy()
+	r.Status.State, r.Status.Reason = want, ""
+	if want == Aborted {
+		r.Status.Reason = "aborted (spec.aborted)"
+		if e.cur.Status.State == Halted {
+			r.Status.Reason += " after it halted: " + e.cur.Status.Reason
+		}
+	}
+	return e.write(ctx, r)
 }
 
 // samePhases reports whether a and b show the same state and node phases.

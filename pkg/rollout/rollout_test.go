@@ -13,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -289,14 +291,37 @@ func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 	return client, names
 }
 
-func startRollout(t *testing.T, client kubernetes.Interface, spec Spec) *Rollout {
+// newStore returns a rollout store on a fake dynamic client.
+func newStore() *Store {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{Resource: Kind + "List"})
+	return &Store{Client: dyn, Namespace: source.DefaultNamespace}
+}
+
+// createRollout stores r as a client that created it and a driver that
+// then recorded its status would.
+func createRollout(t *testing.T, store *Store, r *Rollout) {
 	t.Helper()
-	store := &Store{Client: client, Namespace: source.DefaultNamespace}
-	r, err := store.Create(context.Background(), New(source.DefaultNamespace, "r1", spec), false)
+	created, err := store.Create(context.Background(), r, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	if r.Status.State == "" && r.Status.Nodes == nil {
+		return
+	}
+	created.Status = r.Status
+	if _, err := store.UpdateStatus(context.Background(), created); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startRollout creates rollout r1 over spec and returns its store; the
+// client is the fleet's, which the store does not need.
+func startRollout(t *testing.T, _ kubernetes.Interface, spec Spec) *Store {
+	t.Helper()
+	store := newStore()
+	createRollout(t, store, New(source.DefaultNamespace, "r1", spec))
+	return store
 }
 
 func TestRunRollsOutUnderBudget(t *testing.T) {
@@ -305,10 +330,10 @@ func TestRunRollsOutUnderBudget(t *testing.T) {
 	defer cancel()
 	agents := &fakeAgents{client: client, restart: 30 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
 	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
 
 	var waves []int
-	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{
+	r, err := Run(ctx, client, store, "r1", Options{
 		Resync: 50 * time.Millisecond,
 		OnChange: func(r *Rollout, _ map[string]Observed) {
 			waves = append(waves, r.Status.Wave)
@@ -347,9 +372,9 @@ func TestRunHaltsOnCanaryError(t *testing.T) {
 	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{},
 		bad: func(src *corev1.NodeConfigSource) bool { return src != nil && src.ConfigMap.Name == "bad" }}
 	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("bad"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(3)})
+	store := startRollout(t, client, Spec{Config: cm("bad"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(3)})
 
-	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
 	if !errors.Is(err, ErrHalted) || status.ExitCode(err) != status.ExitConfigError {
 		t.Fatalf("Run: %v, want halted with exit code 2", err)
 	}
@@ -375,13 +400,12 @@ func TestRunResumesWhatADeadClientRecorded(t *testing.T) {
 	// A client recorded n1 and n2 and died: n1 was assigned, n2 was not.
 	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
 	r.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress}, "n2": {Phase: InProgress}}
-	if _, err := (&Store{Client: client, Namespace: source.DefaultNamespace}).Create(ctx, r, false); err != nil {
-		t.Fatal(err)
-	}
+	store := newStore()
+	createRollout(t, store, r)
 	if err := assignVia(ctx, client, "n1", source.Annotation, cm("good"), nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	got, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
 	if err != nil || got.Status.State != Done {
 		t.Fatalf("Run: %v, state %s", err, got.Status.State)
 	}
@@ -397,11 +421,10 @@ func TestRunStopsWhenPaused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)})
-	r.Status.State = Paused
-	if _, err := (&Store{Client: client, Namespace: source.DefaultNamespace}).Create(ctx, r, false); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{})
+	r.Spec.Paused = true
+	store := newStore()
+	createRollout(t, store, r)
+	_, err := Run(ctx, client, store, "r1", Options{})
 	if !errors.Is(err, ErrPaused) {
 		t.Fatalf("Run: %v, want ErrPaused", err)
 	}
@@ -441,9 +464,9 @@ func TestRunDrainsOnlyListedNodes(t *testing.T) {
 	defer cancel()
 	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
 	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1), Drain: []string{"n2"}})
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1), Drain: []string{"n2"}})
 	d := &fakeDrainer{}
-	if _, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d}); err != nil {
+	if _, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"drain n2", "uncordon n2"}, d.calls); diff != "" {
@@ -464,8 +487,8 @@ func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {
 	}
 	agents := &fakeAgents{client: client, restart: 50 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
 	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
-	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run: %v, want the deadline (n3 never gets Ready)", err)
 	}
@@ -521,30 +544,23 @@ func TestDrainPlanner(t *testing.T) {
 }
 
 func TestStoreRoundTrip(t *testing.T) {
-	client := fake.NewClientset()
-	store := &Store{Client: client, Namespace: "kube-system"}
+	store := newStore()
+	ctx := context.Background()
 	now := metav1.NewMicroTime(time.Date(2026, 11, 23, 5, 0, 0, 123000, time.UTC))
 	in := New("kube-system", "r1", Spec{
 		Config: cm("a"), Targets: map[string]*corev1.NodeConfigSource{"n2": nil}, Nodes: []string{"n1", "n2"},
 		MaxUnavailable: intstr.FromString("10%"), Canary: 1, Soak: metav1.Duration{Duration: time.Minute},
 	})
 	in.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress, Previous: cm("old"), Started: &now}}
-	created, err := store.Create(context.Background(), in, false)
+	createRollout(t, store, in)
+	got, err := store.Get(ctx, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmObj, err := client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "dkc-rollout-r1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if got.Kind != "NodeConfigRollout" || got.APIVersion != "kubectl-dkc.io/v1alpha1" {
+		t.Errorf("stored as %s %s, want NodeConfigRollout kubectl-dkc.io/v1alpha1", got.APIVersion, got.Kind)
 	}
-	if cmObj.Labels[Label] != "r1" {
-		t.Errorf("labels %v, want %s=r1", cmObj.Labels, Label)
-	}
-	got, err := store.Get(context.Background(), "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(created.Spec, got.Spec); diff != "" {
+	if diff := cmp.Diff(in.Spec, got.Spec); diff != "" {
 		t.Errorf("spec (-created +read):\n%s", diff)
 	}
 	if diff := cmp.Diff(in.Status.Nodes, got.Status.Nodes); diff != "" {
@@ -553,13 +569,68 @@ func TestStoreRoundTrip(t *testing.T) {
 	if tgt, ok := got.Spec.Targets["n2"]; !ok || tgt != nil {
 		t.Errorf("target of n2 %v (present %v), want an explicit local config", tgt, ok)
 	}
-	if _, err := store.Get(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := store.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get of a missing rollout: %v, want ErrNotFound", err)
 	}
-	if _, err := store.SetState(context.Background(), "r1", Paused, "", Running); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.SetState(context.Background(), "r1", Running, "", Halted); errString(err) != `rollout "r1" is Paused: it can be made Running only from Halted` {
-		t.Errorf("SetState from the wrong state: %v", err)
+}
+
+// TestStoreRequest: pause, resume and abort go through the spec, and only
+// from the states that allow them, whatever the driver last wrote.
+func TestStoreRequest(t *testing.T) {
+	for name, tc := range map[string]struct {
+		status  State
+		spec    func(*Spec)
+		to      State
+		from    []State
+		want    State
+		wantErr string
+	}{
+		"a rollout no driver looked at yet pauses": {
+			to: Paused, from: []State{Running}, want: Paused,
+		},
+		"a paused rollout resumes": {
+			status: Paused, spec: func(s *Spec) { s.Paused = true }, to: Running, from: []State{Paused}, want: Running,
+		},
+		"a pause no driver took yet can be undone": {
+			status: Running, spec: func(s *Spec) { s.Paused = true }, to: Running, from: []State{Paused}, want: Running,
+		},
+		"a halted rollout aborts": {
+			status: Halted, to: Aborted, from: []State{Running, Paused, Halted}, want: Aborted,
+		},
+		"a halted rollout does not resume": {
+			status: Halted, to: Running, from: []State{Paused},
+			wantErr: `rollout "r1" is Halted: it can be made Running only from Paused`,
+		},
+		"an aborted rollout does not pause": {
+			spec: func(s *Spec) { s.Aborted = true }, to: Paused, from: []State{Running},
+			wantErr: `rollout "r1" is Aborted: it can be made Paused only from Running`,
+		},
+		"a done rollout does not abort": {
+			status: Done, to: Aborted, from: []State{Running, Paused, Halted},
+			wantErr: `rollout "r1" is Done: it can be made Aborted only from Running or Paused or Halted`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := newStore()
+			r := New(source.DefaultNamespace, "r1", Spec{Config: cm("a"), Nodes: []string{"n1"}})
+			if tc.spec != nil {
+				tc.spec(&r.Spec)
+			}
+			r.Status.State = tc.status
+			createRollout(t, store, r)
+			got, err := store.Request(context.Background(), "r1", tc.to, tc.from...)
+			if errString(err) != tc.wantErr {
+				t.Fatalf("Request: %v, want %q", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if got.State() != tc.want {
+				t.Errorf("state %s, want %s", got.State(), tc.want)
+			}
+			if got.Status.State != tc.status {
+				t.Errorf("status.state %q changed to %q: only the driver writes it", tc.status, got.Status.State)
+			}
+		})
 	}
 }

@@ -100,9 +100,9 @@ func TestRunStartsAWaveAtOnceWithinBudget(t *testing.T) {
 	defer cancel()
 	agents := &fakeAgents{client: fakeClient, restart: 100 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
 	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(5)})
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(5)})
 
-	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond})
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
 	if err != nil || r.Status.State != Done {
 		t.Fatalf("Run: %v, state %s, want Done", err, r.Status.State)
 	}
@@ -137,9 +137,9 @@ func TestRunStartsNoNodeAfterAFailure(t *testing.T) {
 	client := &patchCounter{Interface: fakeClient, delay: 300 * time.Millisecond, fail: "n1"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
 
-	r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond, Parallel: 2})
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Parallel: 2})
 	if !errors.Is(err, ErrHalted) {
 		t.Fatalf("Run: %v, want halted", err)
 	}
@@ -178,9 +178,9 @@ func TestRunDetectsTheCarrierPerKindOfNode(t *testing.T) {
 	client := &patchCounter{Interface: fakeClient}
 	agents := &fakeAgents{client: fakeClient, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
 	agents.run(ctx, t)
-	startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
 
-	if r, err := Run(ctx, client, source.DefaultNamespace, "r1", Options{Resync: 50 * time.Millisecond}); err != nil {
+	if r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond}); err != nil {
 		t.Fatalf("Run: %v, state %s", err, r.Status.State)
 	}
 	client.mu.Lock()

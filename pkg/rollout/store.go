@@ -8,24 +8,14 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
-)
-
-const (
-	// Label marks the ConfigMaps that hold rollouts; its value is the
-	// rollout's name.
-	Label = source.Prefix + "rollout"
-	// NamePrefix starts the name of a rollout's ConfigMap.
-	NamePrefix = "dkc-rollout-"
-	// SpecKey and StatusKey are the ConfigMap keys holding the JSON of a
-	// Rollout's Spec and Status.
-	SpecKey   = "spec"
-	StatusKey = "status"
 )
 
 var (
@@ -34,67 +24,78 @@ var (
 	// ErrConflict means another client changed the rollout since it was
 	// read; read it again and retry.
 	ErrConflict = errors.New("rollout changed by another client")
+	// ErrNoCRD means the cluster does not serve NodeConfigRollouts:
+	// deploy/crds.yaml is not installed.
+	ErrNoCRD = errors.New("the cluster does not serve nodeconfigrollouts.kubectl-dkc.io: install dkc's CRDs with kubectl apply --server-side -k deploy/ (docs/install.md)")
 )
 
-// Store reads and writes rollouts, each in a ConfigMap named NamePrefix+name
-// in Namespace. Update carries the resourceVersion it read, so a client
-// that lost a race gets ErrConflict instead of overwriting the winner.
+// Store reads and writes the NodeConfigRollouts of Namespace. UpdateStatus
+// carries the resourceVersion it read, so a client that lost a race gets
+// ErrConflict instead of overwriting the winner.
 type Store struct {
-	Client    kubernetes.Interface
+	Client    dynamic.Interface
 	Namespace string
 }
 
-// ConfigMapName is the name of the ConfigMap that holds rollout name.
-func ConfigMapName(name string) string { return NamePrefix + name }
-
-// Encode returns r as its ConfigMap.
-func Encode(r *Rollout) (*corev1.ConfigMap, error) {
-	spec, err := json.Marshal(r.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("encode rollout %q spec: %w", r.Name, err)
-	}
-	st, err := json.Marshal(r.Status)
-	if err != nil {
-		return nil, fmt.Errorf("encode rollout %q status: %w", r.Name, err)
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            ConfigMapName(r.Name),
-			Namespace:       r.Namespace,
-			ResourceVersion: r.ResourceVersion,
-			Labels:          map[string]string{Label: r.Name},
-		},
-		Data: map[string]string{SpecKey: string(spec), StatusKey: string(st)},
-	}, nil
+func (s *Store) resource() dynamic.ResourceInterface {
+	return s.Client.Resource(Resource).Namespace(s.Namespace)
 }
 
-// Decode reads a Rollout out of its ConfigMap.
-func Decode(cm *corev1.ConfigMap) (*Rollout, error) {
-	name, ok := cm.Labels[Label]
-	if !ok {
-		name = strings.TrimPrefix(cm.Name, NamePrefix)
+// Encode returns r as an unstructured object, as the apiserver takes it.
+func Encode(r *Rollout) (*unstructured.Unstructured, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode rollout %q: %w", r.Name, err)
 	}
-	r := New(cm.Namespace, name, Spec{})
-	r.ResourceVersion = cm.ResourceVersion
-	r.CreationTimestamp = cm.CreationTimestamp
-	r.UID = cm.UID
-	if err := json.Unmarshal([]byte(cm.Data[SpecKey]), &r.Spec); err != nil {
-		return nil, fmt.Errorf("configmap %s/%s: key %s: invalid JSON: %w", cm.Namespace, cm.Name, SpecKey, err)
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return nil, fmt.Errorf("encode rollout %q: %w", r.Name, err)
 	}
-	if err := json.Unmarshal([]byte(cm.Data[StatusKey]), &r.Status); err != nil {
-		return nil, fmt.Errorf("configmap %s/%s: key %s: invalid JSON: %w", cm.Namespace, cm.Name, StatusKey, err)
+	return u, nil
+}
+
+// Decode reads a Rollout out of an unstructured NodeConfigRollout.
+func Decode(u *unstructured.Unstructured) (*Rollout, error) {
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("nodeconfigrollout %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	r := &Rollout{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("nodeconfigrollout %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return r, nil
 }
 
-// Create stores a new rollout. With dryRun the apiserver checks it without
-// storing it.
+// wrap names op and rollout name in err, and maps the errors callers act on.
+func wrap(err error, op, name string) error {
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%s rollout %q: %w", op, name, ErrConflict)
+	case isNoCRD(err):
+		return fmt.Errorf("%s rollout %q: %w", op, name, ErrNoCRD)
+	}
+	return fmt.Errorf("%s rollout %q: %w", op, name, err)
+}
+
+// isNoCRD reports whether err is the apiserver's answer for a resource it
+// does not serve: a 404 that names no object.
+func isNoCRD(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Name == ""
+}
+
+// Create stores a new rollout; its status is left to the driver. With
+// dryRun the apiserver checks it without storing it.
 func (s *Store) Create(ctx context.Context, r *Rollout, dryRun bool) (*Rollout, error) {
 	r = r.DeepCopy()
 	r.Namespace = s.Namespace
 	r.ResourceVersion = ""
-	r.Status.LastUpdate = metav1.Now()
-	cm, err := Encode(r)
+	u, err := Encode(r)
 	if err != nil {
 		return nil, err
 	}
@@ -102,31 +103,34 @@ func (s *Store) Create(ctx context.Context, r *Rollout, dryRun bool) (*Rollout, 
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	got, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Create(ctx, cm, opts)
+	got, err := s.resource().Create(ctx, u, opts)
 	if apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create rollout %q: it exists already: choose another --name, or delete configmap %s/%s", r.Name, s.Namespace, cm.Name)
+		return nil, fmt.Errorf("create rollout %q: it exists already: choose another --name, or delete nodeconfigrollout %s -n %s", r.Name, r.Name, s.Namespace)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create rollout %q: %w", r.Name, err)
+		return nil, wrap(err, "create", r.Name)
 	}
 	return Decode(got)
 }
 
 // Get reads rollout name.
 func (s *Store) Get(ctx context.Context, name string) (*Rollout, error) {
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, ConfigMapName(name), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: %q in namespace %q (list them with kubectl get configmaps -n %s -l %s)", ErrNotFound, name, s.Namespace, s.Namespace, Label)
+	u, err := s.resource().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && !isNoCRD(err) {
+		return nil, fmt.Errorf("%w: %q in namespace %q (list them with kubectl get nodeconfigrollouts -n %s)", ErrNotFound, name, s.Namespace, s.Namespace)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get rollout %q: %w", name, err)
+		return nil, wrap(err, "get", name)
 	}
-	return Decode(cm)
+	return Decode(u)
 }
 
 // List returns every rollout in the namespace, newest first.
 func (s *Store) List(ctx context.Context) ([]*Rollout, error) {
-	list, err := s.Client.CoreV1().ConfigMaps(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Label})
+	list, err := s.resource().List(ctx, metav1.ListOptions{})
+	if isNoCRD(err) {
+		return nil, fmt.Errorf("list rollouts: %w", ErrNoCRD)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list rollouts: %w", err)
 	}
@@ -159,47 +163,71 @@ func (s *Store) Latest(ctx context.Context) (*Rollout, error) {
 	return all[0], nil
 }
 
-// Update writes r, on the condition that nobody wrote it since r was read
-// (r.ResourceVersion); else it returns an error matching ErrConflict.
-func (s *Store) Update(ctx context.Context, r *Rollout) (*Rollout, error) {
+// UpdateStatus writes r's status, on the condition that nobody wrote the
+// rollout since r was read (r.ResourceVersion); else it returns an error
+// matching ErrConflict. Only a rollout's driver writes its status.
+func (s *Store) UpdateStatus(ctx context.Context, r *Rollout) (*Rollout, error) {
 	r = r.DeepCopy()
 	r.Status.LastUpdate = metav1.Now()
-	cm, err := Encode(r)
+	u, err := Encode(r)
 	if err != nil {
 		return nil, err
 	}
-	got, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: source.FieldManager})
-	if apierrors.IsConflict(err) {
-		return nil, fmt.Errorf("update rollout %q: %w", r.Name, ErrConflict)
-	}
+	got, err := s.resource().UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: source.FieldManager})
 	if err != nil {
-		return nil, fmt.Errorf("update rollout %q: %w", r.Name, err)
+		return nil, wrap(err, "update", r.Name)
 	}
 	return Decode(got)
 }
 
-// SetState moves rollout name to state to, from one of the states in from,
-// retrying on conflicts. It returns the rollout as written, or an error that
-// names the state it was in.
-func (s *Store) SetState(ctx context.Context, name string, to State, reason string, from ...State) (*Rollout, error) {
-	for {
+// Request asks rollout name's driver for state to (Paused, Running or
+// Aborted), through the rollout's spec, when the rollout stands in one of
+// the states in from (Rollout.State); it retries on conflicts. It returns
+// the rollout as written, or an error that names the state it was in.
+func (s *Store) Request(ctx context.Context, name string, to State, from ...State) (*Rollout, error) {
+	var got *Rollout
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r, err := s.Get(ctx, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if r.Status.State == to {
-			return r, nil
+		got = r
+		st := r.State()
+		if st == to {
+			return nil
 		}
-		if !slices.Contains(from, r.Status.State) {
-			return r, fmt.Errorf("rollout %q is %s: it can be made %s only from %s", name, r.Status.State, to, joinStates(from))
+		if !slices.Contains(from, st) {
+			return fmt.Errorf("rollout %q is %s: it can be made %s only from %s", name, st, to, joinStates(from))
 		}
-		r.Status.State, r.Status.Reason = to, reason
-		got, err := s.Update(ctx, r)
-		if errors.Is(err, ErrConflict) {
-			continue
+		spec := map[string]any{}
+		switch to {
+		case Paused:
+			spec["paused"] = true
+		case Running:
+			spec["paused"] = false
+		case Aborted:
+			spec["aborted"] = true
+		default:
+			return fmt.Errorf("rollout %q: a client cannot ask for state %s", name, to)
 		}
-		return got, err
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": r.ResourceVersion},
+			"spec":     spec,
+		})
+		if err != nil {
+			return err
+		}
+		u, err := s.resource().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager})
+		if err != nil {
+			return err
+		}
+		got, err = Decode(u)
+		return err
+	})
+	if apierrors.IsConflict(err) || errors.Is(err, ErrConflict) {
+		return got, wrap(err, "update", name)
 	}
+	return got, err
 }
 
 func joinStates(states []State) string {

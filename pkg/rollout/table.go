@@ -88,7 +88,7 @@ func Headline(r *Rollout) string {
 		}
 	}
 	s := fmt.Sprintf("%s, %s over %d nodes, max unavailable %s (%d), canary %d",
-		r.Status.State, target, len(r.Spec.Nodes), r.Spec.MaxUnavailable.String(), Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes)), r.Spec.Canary)
+		r.State(), target, len(r.Spec.Nodes), r.Spec.MaxUnavailable.String(), Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes)), r.Spec.Canary)
 	if r.Spec.Soak.Duration > 0 {
 		s += ", soak " + r.Spec.Soak.Duration.String()
 	}

@@ -3,7 +3,7 @@
 // service, halting on the first node that reports an error.
 //
 // The rollout is a resumable client (design 1 of the design notes). Its
-// state lives in the apiserver, in a labelled ConfigMap in the config
+// state lives in the apiserver, in a NodeConfigRollout object in the config
 // namespace (see Store), and in each node's carrier status: a node whose
 // status shows the target config active is done, a node assigned the target
 // but not yet running it is in progress. Any client can pick the rollout up
@@ -15,15 +15,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
-// Kind is the kind of a Rollout as dkc prints it; its apiVersion is
-// status.SchemeGroupVersion. It is stored in a ConfigMap, not served.
-const Kind = "Rollout"
+// Kind is the kind of a Rollout: the custom resource NodeConfigRollout of
+// deploy/crds.yaml, in group and version status.SchemeGroupVersion.
+const Kind = "NodeConfigRollout"
+
+// Resource is the NodeConfigRollouts' resource.
+var Resource = status.SchemeGroupVersion.WithResource("nodeconfigrollouts")
+
+// GroupKind is the NodeConfigRollouts' group and kind.
+var GroupKind = schema.GroupKind{Group: status.SchemeGroupVersion.Group, Kind: Kind}
 
 // State is where a rollout stands as a whole.
 type State string
@@ -70,17 +77,23 @@ func (p Phase) Finished() bool { return p == Succeeded || p == Skipped }
 
 // Rollout is one rollout: what to roll out where, and how far it got.
 type Rollout struct {
-	metav1.TypeMeta `json:",inline"`
-	// ObjectMeta holds the rollout's name (the ConfigMap's name without
-	// NamePrefix), namespace, resourceVersion and creation time.
+	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Spec              Spec   `json:"spec"`
 	Status            Status `json:"status"`
 }
 
-// Spec is what the operator asked for. It does not change after creation,
-// except State in Status.
+// Spec is what the operator asked for. Only Paused and Aborted change after
+// creation (deploy/crds.yaml enforces it): they are how the operator stops
+// a rollout, and whichever client drives it acts on them.
 type Spec struct {
+	// Paused asks that no further node be started until it is false again;
+	// nodes already started finish. The driver moves State between Running
+	// and Paused accordingly.
+	Paused bool `json:"paused,omitempty"`
+	// Aborted asks that the rollout stop for good; it cannot be set back.
+	// The driver moves State to Aborted.
+	Aborted bool `json:"aborted,omitempty"`
 	// Config is the target of every node; nil means the node's local config
 	// (rollout start --to-local).
 	Config *corev1.NodeConfigSource `json:"config,omitempty"`
@@ -130,7 +143,10 @@ type DrainSpec struct {
 
 // Status is how far the rollout got.
 type Status struct {
-	State State `json:"state"`
+	// State is where the rollout stands, as its driver last wrote it;
+	// empty until a driver first looked at it. Rollout.State is what it
+	// stands at once the spec is taken into account.
+	State State `json:"state,omitempty"`
 	// Reason says why the rollout halted or was aborted: for a halt, the
 	// node and its error.
 	Reason string `json:"reason,omitempty"`
@@ -172,6 +188,26 @@ func (s *Spec) Target(node string) (*corev1.NodeConfigSource, *source.Pin) {
 	return s.Config, s.Pin
 }
 
+// State is where r stands, with what its spec asks and no driver acted on
+// yet: an aborted rollout is Aborted (unless it is Done), a paused one that
+// was Running is Paused, an unpaused one that was Paused is Running, and a
+// rollout no driver has looked at yet is Running.
+func (r *Rollout) State() State {
+	st := r.Status.State
+	if st == "" {
+		st = Running
+	}
+	switch {
+	case r.Spec.Aborted && st != Done:
+		return Aborted
+	case r.Spec.Paused && st == Running:
+		return Paused
+	case !r.Spec.Paused && st == Paused:
+		return Running
+	}
+	return st
+}
+
 // NodeStatus returns node's status; Waiting when it has none.
 func (r *Rollout) NodeStatus(node string) NodeStatus {
 	if ns, ok := r.Status.Nodes[node]; ok {
@@ -180,13 +216,13 @@ func (r *Rollout) NodeStatus(node string) NodeStatus {
 	return NodeStatus{Phase: Waiting}
 }
 
-// New returns a Rollout with its TypeMeta set and state Running.
+// New returns a Rollout with its TypeMeta set and no status: its State is
+// Running.
 func New(namespace, name string, spec Spec) *Rollout {
 	return &Rollout{
 		TypeMeta:   metav1.TypeMeta{Kind: Kind, APIVersion: status.SchemeGroupVersion.String()},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec:       spec,
-		Status:     Status{State: Running},
 	}
 }
 
@@ -195,7 +231,7 @@ func DescribeTarget(src *corev1.NodeConfigSource) string {
 	return status.FormatSource(src, false)
 }
 
-// RolloutList wraps Rollouts for -o json|yaml.
+// RolloutList is a list of NodeConfigRollouts.
 type RolloutList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata"`

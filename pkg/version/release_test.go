@@ -43,7 +43,7 @@ func TestReleaseFilesAgree(t *testing.T) {
 		} `json:"spec"`
 	}
 	readYAML(t, "../../plugins/dkc.yaml", &krew)
-	var daemonSet struct {
+	type workload struct {
 		Spec struct {
 			Template struct {
 				Spec struct {
@@ -54,19 +54,29 @@ func TestReleaseFilesAgree(t *testing.T) {
 			} `json:"template"`
 		} `json:"spec"`
 	}
+	var daemonSet, deployment workload
 	readYAML(t, "../../deploy/daemonset.yaml", &daemonSet)
+	readYAML(t, "../../deploy/controller.yaml", &deployment, "Deployment")
 
 	got := map[string]string{
 		"plugins/dkc.yaml spec.version": krew.Spec.Version,
 	}
 	for _, img := range kustomization.Images {
-		if img.Name == "registry.example/kubectl-dkc-agent" {
-			got["deploy/kustomization.yaml newTag"] = img.NewTag
+		switch img.Name {
+		case "registry.example/kubectl-dkc-agent":
+			got["deploy/kustomization.yaml agent newTag"] = img.NewTag
+		case "registry.example/kubectl-dkc-controller":
+			got["deploy/kustomization.yaml controller newTag"] = img.NewTag
 		}
 	}
 	for _, c := range daemonSet.Spec.Template.Spec.Containers {
 		if _, tag, ok := strings.Cut(c.Image, "kubectl-dkc-agent:"); ok {
 			got["deploy/daemonset.yaml image tag"] = tag
+		}
+	}
+	for _, c := range deployment.Spec.Template.Spec.Containers {
+		if _, tag, ok := strings.Cut(c.Image, "kubectl-dkc-controller:"); ok {
+			got["deploy/controller.yaml image tag"] = tag
 		}
 	}
 	for _, p := range krew.Spec.Platforms {
@@ -99,20 +109,36 @@ func TestReleaseFilesAgree(t *testing.T) {
 	if diff := cmp.Diff(wantAll, got); diff != "" {
 		t.Errorf("the release files disagree with VERSION %s (-want +got):\n%s", want, diff)
 	}
-	for _, k := range []string{"plugins/dkc.yaml spec.version", "deploy/kustomization.yaml newTag", "deploy/daemonset.yaml image tag"} {
+	for _, k := range []string{"plugins/dkc.yaml spec.version", "deploy/kustomization.yaml agent newTag", "deploy/kustomization.yaml controller newTag",
+		"deploy/daemonset.yaml image tag", "deploy/controller.yaml image tag"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("found no %s", k)
 		}
 	}
 }
 
-func readYAML(t *testing.T, path string, into any) {
+// readYAML reads the document of path into into: the only one, or in a
+// file of several the one of kind kind.
+func readYAML(t *testing.T, path string, into any, kind ...string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(b, into); err != nil {
-		t.Fatalf("%s: %v", path, err)
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(kind) > 0 && meta.Kind != kind[0] {
+			continue
+		}
+		if err := yaml.Unmarshal([]byte(doc), into); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return
 	}
+	t.Fatalf("%s: no %v", path, kind)
 }

@@ -91,6 +91,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		APIServerFlags: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
 	})
 	ctx := context.Background()
+	installCRDs(b, c)
 
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
 		b.Fatal(err)

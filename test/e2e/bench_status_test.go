@@ -44,6 +44,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	b.StopTimer()
 	c := framework.Setup(b, framework.Options{ControlPlaneOnly: true})
 	ctx := context.Background()
+	installCRDs(b, c)
 
 	nodes := make([]*corev1.Node, count)
 	want := map[string]int{}

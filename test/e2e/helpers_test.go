@@ -25,6 +25,14 @@ func agentKubeconfig(t testing.TB, c *framework.Cluster) string {
 	return kubeconfig
 }
 
+// installCRDs installs deploy/crds.yaml in c.
+func installCRDs(t testing.TB, c *framework.Cluster) {
+	t.Helper()
+	if err := c.InstallCRDs(context.Background(), filepath.Join("..", "..", "deploy", "crds.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // nodeConfig returns n's local kubelet config with edit applied (nil: as
 // it is), as YAML: a payload that differs from what n runs only where edit
 // says.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -203,14 +202,8 @@ func TestRollout(t *testing.T) {
 		}
 	})
 
-	t.Run("back to local through the background driver, followed with status -w", func(t *testing.T) {
-		r := mustDKC(t, c, "", "rollout", "start", "--to-local", "--all", "--name", "local", "--max-unavailable", "34%")
-		m := regexp.MustCompile(`driven in the background by pid (\d+) \(log: (\S+)\)`).FindStringSubmatch(r.Stderr)
-		if m == nil {
-			t.Fatalf("no background driver in:\n%s", r.Stderr)
-		}
-		t.Cleanup(func() { _ = os.Remove(m[2]) })
-		pid, _ := strconv.Atoi(m[1])
+	t.Run("back to local, driven by one client and followed by another with status -w", func(t *testing.T) {
+		bg := startDKCBackground(t, c, "rollout", "start", "--to-local", "--all", "--name", "local", "--max-unavailable", "34%", "--wait")
 		w := dkc(t, c, "", "rollout", "status", "local", "-w", "--timeout", "3m")
 		if w.ExitCode != 0 {
 			t.Errorf("status -w: exit %d", w.ExitCode)
@@ -218,9 +211,9 @@ func TestRollout(t *testing.T) {
 		if !strings.Contains(w.Stdout, "rollout/local Done") {
 			t.Errorf("status -w did not print the end:\n%s", w.Stdout)
 		}
-		waitFor(t, 20*time.Second, "the background driver to exit", func() bool {
-			return syscall.Kill(pid, 0) != nil
-		})
+		if code := bg.wait(t, 30*time.Second); code != 0 {
+			t.Errorf("the driving client exited %d, want 0", code)
+		}
 		for _, n := range names {
 			node := readNode(t, c.Client, n)
 			if src, _, _ := source.Assigned(node); src != nil {
@@ -299,6 +292,7 @@ func TestRollout(t *testing.T) {
 func rolloutCluster(t *testing.T, agentFlags func(*framework.Node) []string) (*framework.Cluster, []string) {
 	t.Helper()
 	c := framework.Setup(t, framework.Options{Nodes: 3})
+	installCRDs(t, c)
 	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ Drift). The agent keeps the last %d in the node's annotation %s.
 				return fmt.Errorf("invalid --output %q: must be json or yaml", o.Output)
 			}
 			var err error
-			if o.Client, err = newClient(f); err != nil {
+			if o.Client, _, err = newClients(f, source.DefaultNamespace); err != nil {
 				return err
 			}
 			cmd.SilenceUsage = true

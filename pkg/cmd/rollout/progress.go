@@ -42,7 +42,7 @@ func (p *progress) update(r *rollout.Rollout) {
 	// a final state only last, after the node lines that led to it (the
 	// first update a client sees may be the end, when another client
 	// drove the rollout).
-	if p.state == "" && !r.Status.State.Terminal() {
+	if p.state == "" && !r.State().Terminal() {
 		p.printState(r)
 	}
 	wave := map[string]int{}
@@ -78,11 +78,11 @@ func (p *progress) finish(r *rollout.Rollout) {
 }
 
 func (p *progress) printState(r *rollout.Rollout) {
-	if r.Status.State == p.state {
+	if r.State() == p.state {
 		return
 	}
-	p.state = r.Status.State
-	line := fmt.Sprintf("rollout/%s %s", r.Name, r.Status.State)
+	p.state = r.State()
+	line := fmt.Sprintf("rollout/%s %s", r.Name, r.State())
 	if r.Status.Reason != "" {
 		line += " reason=" + oneLine(r.Status.Reason)
 	}

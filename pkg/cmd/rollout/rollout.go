@@ -14,10 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -35,11 +37,12 @@ or otherwise NotReady or cordoned at once. It halts on the first node that
 reports an error for the config (refused, rolled back, download failure):
 no further node is started.
 
-The rollout's state lives in the cluster, in the ConfigMap
-dkc-rollout-NAME in the config namespace (-n, default kube-system), labelled
-` + rollout.Label + `. The client that started it drives it; if that client
-dies, kubectl dkc rollout resume NAME carries on from where it stopped.
-See docs/rollout.md.`,
+The rollout's state lives in the cluster, in a NodeConfigRollout object
+(kubectl get nodeconfigrollouts) in the config namespace (-n, default
+kube-system). Where the controller runs (deploy/controller.yaml), it drives
+every rollout, and these commands only change the objects. Without it,
+start --wait drives the rollout from this process; if it dies, kubectl dkc
+rollout resume NAME carries on from where it stopped. See docs/rollout.md.`,
 		Example: `  # Roll a config out over every node, one at a time after a canary
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait
 
@@ -72,13 +75,23 @@ const (
 	clientBurst = 100
 )
 
-// newClient is util.Client with the rollout commands' rate limit.
-func newClient(f genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
+// newClients returns a clientset and the rollout store of namespace, with
+// the rollout commands' rate limit.
+func newClients(f genericclioptions.RESTClientGetter, namespace string) (kubernetes.Interface, *rollout.Store, error) {
 	cfg, err := f.ToRESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	return kubernetes.NewForConfig(withRateLimit(cfg))
+	cfg = withRateLimit(cfg)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return client, &rollout.Store{Client: dyn, Namespace: namespace}, nil
 }
 
 // withRateLimit returns a copy of cfg with clientQPS and clientBurst when
@@ -105,14 +118,13 @@ func nameAndNamespace(f genericclioptions.RESTClientGetter, cmd *cobra.Command, 
 // validateNameOrLatest checks that a command that changes one rollout
 // (pause, abort, undo) was told which: NAME, or --latest for the newest,
 // which may be someone else's. namespace is the config namespace, where the
-// rollouts' ConfigMaps are.
+// rollouts are.
 func validateNameOrLatest(name string, latest bool, namespace string) error {
 	switch {
 	case name != "" && latest:
 		return errors.New("NAME and --latest exclude each other: name the rollout, or pass --latest to act on the newest")
 	case name == "" && !latest:
-		return fmt.Errorf("name the rollout (kubectl get configmaps -n %s -l %s lists them as %sNAME), or pass --latest to act on the newest",
-			namespace, rollout.Label, rollout.NamePrefix)
+		return fmt.Errorf("name the rollout (kubectl get nodeconfigrollouts -n %s lists them), or pass --latest to act on the newest", namespace)
 	}
 	return nil
 }
@@ -128,19 +140,17 @@ func resolve(ctx context.Context, store *rollout.Store, name string) (*rollout.R
 
 // drive runs the engine on rollout name until it ends or timeout passes (0:
 // no timeout), showing progress on out, and maps the result to the exit
-// codes (exitError).
-func drive(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration, streams genericiooptions.IOStreams, readOnly bool) error {
+// codes (exitError). With readOnly it only follows the rollout, which
+// another client (the controller) drives.
+func drive(ctx context.Context, client kubernetes.Interface, store *rollout.Store, name string, timeout time.Duration, streams genericiooptions.IOStreams, readOnly bool) error {
 	out := streams.Out
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	p := newProgress(out)
-	r, err := rollout.Run(ctx, client, namespace, name, rollout.Options{
+	r, err := rollout.Run(ctx, client, store, name, rollout.Options{
 		ReadOnly: readOnly,
 		Log:      streams.ErrOut,
 		OnChange: func(r *rollout.Rollout, _ map[string]rollout.Observed) { p.update(r) },
@@ -168,7 +178,7 @@ func exitError(err error, name string, timeout time.Duration, readOnly bool) err
 		}
 		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("%w: %sundo it with kubectl dkc rollout undo %s", err, see, name)}
 	case errors.Is(err, context.DeadlineExceeded) && timeout > 0:
-		what := "rollout %q is still running, and nothing drives it now: continue it with kubectl dkc rollout resume %s"
+		what := "rollout %q is still running, and nothing drives it now: continue it with kubectl dkc rollout resume %s, or install the controller"
 		if readOnly {
 			what = "rollout %q did not finish: see kubectl dkc rollout status %s"
 		}
@@ -186,4 +196,28 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// leader returns the controller replica that drives the rollouts of
+// namespace, or "" when none runs there.
+func leader(ctx context.Context, client kubernetes.Interface, namespace string) (string, error) {
+	return controller.Leader(ctx, client, namespace, time.Now())
+}
+
+// errNoController is start's and undo's error without --wait when no
+// controller runs: nothing would drive the rollout.
+func errNoController(namespace string) error {
+	return fmt.Errorf("no controller runs in namespace %s (lease %s has no current holder), so nothing would drive the rollout: pass --wait to drive it from here, or install the controller (kubectl apply --server-side -k deploy/, docs/install.md)",
+		namespace, controller.LeaseName)
+}
+
+// follow drives rollout name here when no controller does (lead is ""),
+// and otherwise only follows it, until it ends or timeout passes.
+func follow(ctx context.Context, client kubernetes.Interface, store *rollout.Store, lead, name string, timeout time.Duration, streams genericiooptions.IOStreams) error {
+	if lead == "" {
+		fmt.Fprintf(streams.ErrOut, "No controller runs in namespace %s: rollout/%s is driven from here. If this process stops, continue it with kubectl dkc rollout resume %s.\n",
+			store.Namespace, name, name)
+		return drive(ctx, client, store, name, timeout, streams, false)
+	}
+	return drive(ctx, client, store, name, timeout, streams, true)
 }

@@ -256,7 +256,7 @@ func TestWithRateLimit(t *testing.T) {
 }
 
 func TestNameOrLatest(t *testing.T) {
-	const unnamed = "name the rollout (kubectl get configmaps -n kube-system -l kubectl-dkc.io/rollout lists them as dkc-rollout-NAME), or pass --latest to act on the newest"
+	const unnamed = "name the rollout (kubectl get nodeconfigrollouts -n kube-system lists them), or pass --latest to act on the newest"
 	const both = "NAME and --latest exclude each other: name the rollout, or pass --latest to act on the newest"
 	tests := map[string]struct {
 		name    string

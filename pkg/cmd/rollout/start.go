@@ -55,13 +55,11 @@ type StartOptions struct {
 	Timeout       time.Duration
 	// TimeoutSet is whether --timeout was given.
 	TimeoutSet bool
-	// Driver is set in the background process that start without --wait
-	// leaves behind: drive the named rollout, created already.
-	Driver string
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
+	Store      *rollout.Store
 	genericiooptions.IOStreams
 }
 
@@ -116,11 +114,12 @@ through the eviction API (PodDisruptionBudgets hold; DaemonSet pods stay)
 before the assignment, and uncordons it once it passed its health gate.
 No other change drains.
 
-With --wait, start drives the rollout here and shows its progress (redrawn
-in place on a terminal, one line per event otherwise). Without it, a
-background process drives it and start returns at once. Either way, if the
-driving process dies, kubectl dkc rollout resume continues the rollout; no
-node is started twice.
+Where the controller runs (deploy/controller.yaml), start creates the
+rollout and returns, and the controller drives it; --wait then follows it
+here until it ends. Without a controller, start needs --wait, and drives
+the rollout from this process; if it dies, kubectl dkc rollout resume
+continues the rollout. Either way no node is started twice. Progress is
+redrawn in place on a terminal, one line per event otherwise.
 
 Exit codes with --wait:
   0  every node runs the config
@@ -174,10 +173,8 @@ Exit codes with --wait:
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
-	fl.BoolVar(&o.Wait, "wait", o.Wait, "Drive the rollout here and wait until it is done, halted or the timeout passed.")
+	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
-	fl.StringVar(&o.Driver, "driver", "", "Drive the named rollout (used by start's background process).")
-	_ = fl.MarkHidden("driver")
 	_ = cmd.RegisterFlagCompletionFunc("config", util.CompleteConfigNames(f))
 	return cmd
 }
@@ -199,7 +196,7 @@ func (o *StartOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, o.DryRun, "started"); err != nil {
 		return err
 	}
-	o.Client, err = newClient(f)
+	o.Client, o.Store, err = newClients(f, o.Namespace)
 	return err
 }
 
@@ -226,7 +223,7 @@ func (o *StartOptions) Validate() error {
 		return fmt.Errorf("invalid --key %q: %s", o.Key, strings.Join(msgs, ", "))
 	}
 	if o.Name != "" {
-		if msgs := validation.IsDNS1123Subdomain(rollout.ConfigMapName(o.Name)); len(msgs) > 0 {
+		if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
 			return fmt.Errorf("invalid --name %q: %s", o.Name, strings.Join(msgs, ", "))
 		}
 	}
@@ -264,14 +261,18 @@ func (o *StartOptions) target() *corev1.NodeConfigSource {
 	}}
 }
 
-// Run plans and creates the rollout, then drives it (--wait) or leaves a
-// background process to drive it.
+// Run plans and creates the rollout; with --wait it follows it, or drives
+// it when no controller does.
 func (o *StartOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if o.Driver != "" {
-		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.IOStreams, false)
+	lead := ""
+	if o.DryRun == util.DryRunNone {
+		var err error
+		if lead, err = leader(ctx, o.Client, o.Namespace); err != nil {
+			return err
+		}
+		if lead == "" && !o.Wait {
+			return errNoController(o.Namespace)
+		}
 	}
 	target := o.target()
 	allow, err := util.ParseAllowUnsafe(o.AllowUnsafe)
@@ -294,7 +295,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if len(nodes) == 0 {
 		return errors.New("no nodes to roll out to")
 	}
-	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	store := o.Store
 	if err := checkOverlap(ctx, store, nodes); err != nil {
 		return err
 	}
@@ -336,9 +337,10 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !o.Wait {
-		return o.detach(created.Name)
+		fmt.Fprintf(o.ErrOut, "The controller %s drives rollout/%s; follow it with kubectl dkc rollout status %s -w\n", lead, created.Name, created.Name)
+		return nil
 	}
-	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
+	return follow(ctx, o.Client, store, lead, created.Name, o.Timeout, o.IOStreams)
 }
 
 // warnNeedsOptIn warns, before anything reaches a node, about the fields
@@ -454,13 +456,13 @@ func checkOverlap(ctx context.Context, store *rollout.Store, nodes []corev1.Node
 		return err
 	}
 	for _, r := range all {
-		if r.Status.State.Terminal() {
+		if r.State().Terminal() {
 			continue
 		}
 		for _, n := range nodes {
 			if slices.Contains(r.Spec.Nodes, n.Name) {
 				return fmt.Errorf("rollout %q is %s over node/%s: finish it (kubectl dkc rollout resume %s) or abort it (kubectl dkc rollout abort %s) first",
-					r.Name, r.Status.State, n.Name, r.Name, r.Name)
+					r.Name, r.State(), n.Name, r.Name, r.Name)
 			}
 		}
 	}

@@ -68,7 +68,7 @@ type StateOptions struct {
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
-	Client     kubernetes.Interface
+	Store      *rollout.Store
 	genericiooptions.IOStreams
 }
 
@@ -106,7 +106,7 @@ func (o *StateOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, o.verb.operation); err != nil {
 		return err
 	}
-	o.Client, err = newClient(f)
+	_, o.Store, err = newClients(f, o.Namespace)
 	return err
 }
 
@@ -115,17 +115,14 @@ func (o *StateOptions) Validate() error {
 	return validateNameOrLatest(o.Name, o.Latest, o.Namespace)
 }
 
-// Run changes the rollout's state.
+// Run asks for the state change in the rollout's spec; whichever client
+// drives the rollout acts on it.
 func (o *StateOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
-	r, err := resolve(ctx, store, o.Name)
+	r, err := resolve(ctx, o.Store, o.Name)
 	if err != nil {
 		return err
 	}
-	got, err := store.SetState(ctx, r.Name, o.verb.to, "", o.verb.from...)
+	got, err := o.Store.Request(ctx, r.Name, o.verb.to, o.verb.from...)
 	if err != nil {
 		return err
 	}
@@ -139,6 +136,7 @@ type ResumeOptions struct {
 	Timeout   time.Duration
 
 	Client kubernetes.Interface
+	Store  *rollout.Store
 	genericiooptions.IOStreams
 }
 
@@ -173,7 +171,7 @@ on a node's error, 3 timeout.`,
 			if o.Timeout < 0 {
 				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
 			}
-			if o.Client, err = newClient(f); err != nil {
+			if o.Client, o.Store, err = newClients(f, o.Namespace); err != nil {
 				return err
 			}
 			cmd.SilenceUsage = true
@@ -184,22 +182,23 @@ on a node's error, 3 timeout.`,
 	return cmd
 }
 
-// Run sets a paused rollout running and drives it.
+// Run sets a paused rollout running, and follows it to its end, driving it
+// when no controller does.
 func (o *ResumeOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
-	r, err := resolve(ctx, store, o.Name)
+	r, err := resolve(ctx, o.Store, o.Name)
 	if err != nil {
 		return err
 	}
-	if r.Status.State == rollout.Done {
+	if r.State() == rollout.Done {
 		fmt.Fprintf(o.Out, "rollout/%s Done\n", r.Name)
 		return nil
 	}
-	if _, err := store.SetState(ctx, r.Name, rollout.Running, "", rollout.Paused); err != nil {
+	lead, err := leader(ctx, o.Client, o.Namespace)
+	if err != nil {
 		return err
 	}
-	return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.IOStreams, false)
+	if _, err := o.Store.Request(ctx, r.Name, rollout.Running, rollout.Paused); err != nil {
+		return err
+	}
+	return follow(ctx, o.Client, o.Store, lead, r.Name, o.Timeout, o.IOStreams)
 }

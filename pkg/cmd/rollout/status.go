@@ -31,6 +31,7 @@ type StatusOptions struct {
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
+	Store      *rollout.Store
 	genericiooptions.IOStreams
 }
 
@@ -102,7 +103,7 @@ func (o *StatusOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobr
 			return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
 		}
 	}
-	o.Client, err = newClient(f)
+	o.Client, o.Store, err = newClients(f, o.Namespace)
 	return err
 }
 
@@ -122,16 +123,12 @@ func (o *StatusOptions) Validate() error {
 
 // Run prints the rollout with its nodes' live phases, or follows it.
 func (o *StatusOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
-	r, err := resolve(ctx, store, o.Name)
+	r, err := resolve(ctx, o.Store, o.Name)
 	if err != nil {
 		return err
 	}
 	if o.Watch {
-		return drive(ctx, o.Client, o.Namespace, r.Name, o.Timeout, o.IOStreams, true)
+		return drive(ctx, o.Client, o.Store, r.Name, o.Timeout, o.IOStreams, true)
 	}
 	live, err := Live(ctx, o.Client, r)
 	if err != nil {
@@ -152,7 +149,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 // returns it) when r ended in error: it halted on a node's error, or was
 // aborted. A running, paused or done rollout is no error.
 func stateError(r *rollout.Rollout) error {
-	switch r.Status.State {
+	switch r.State() {
 	case rollout.Halted:
 		return fmt.Errorf("rollout %q %w: %s", r.Name, rollout.ErrHalted, r.Status.Reason)
 	case rollout.Aborted:
@@ -177,5 +174,8 @@ func Live(ctx context.Context, client kubernetes.Interface, r *rollout.Rollout) 
 		}
 		return nil, nil
 	}, metav1.NowMicro())
+	if live != nil {
+		live.Status.State = live.State()
+	}
 	return live, err
 }

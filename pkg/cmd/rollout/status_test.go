@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/rollout/rollouttest"
 )
 
 // TestStatusExitCodes: rollout status ends the same way with and without
@@ -39,19 +40,18 @@ func TestStatusExitCodes(t *testing.T) {
 			t.Run(string(state)+map[bool]string{true: " -w"}[watch], func(t *testing.T) {
 				r := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("a"), Nodes: []string{"n1"}, MaxUnavailable: intstr.FromInt32(1)})
 				r.Status.State = state
+				r.Spec.Paused = state == rollout.Paused
+				r.Spec.Aborted = state == rollout.Aborted
 				if state == rollout.Halted {
 					r.Status.Reason = `node "n1" reported an error: failed to validate config, see Kubelet log for details`
 				}
-				obj, err := rollout.Encode(r)
-				if err != nil {
-					t.Fatal(err)
-				}
 				streams, _, out, _ := genericiooptions.NewTestIOStreams()
-				o := &StatusOptions{Name: "r1", Namespace: "kube-system", Watch: watch, Client: fake.NewClientset(obj), IOStreams: streams}
+				o := &StatusOptions{Name: "r1", Namespace: "kube-system", Watch: watch, Client: fake.NewClientset(),
+					Store: rollouttest.NewStore(t, "kube-system", r), IOStreams: streams}
 				if watch {
 					o.Timeout = 10 * time.Second // an end it did not see fails the test, not the run
 				}
-				err = o.Run(context.Background())
+				err := o.Run(context.Background())
 				if diff := cmp.Diff(tc.code, util.ExitCode(err)); diff != "" {
 					t.Errorf("exit code (-want +got), error %v:\n%s", err, diff)
 				}

@@ -35,16 +35,12 @@ type UndoOptions struct {
 	Timeout time.Duration
 	// TimeoutSet is whether --timeout was given.
 	TimeoutSet bool
-	// Driver is set in the background process that undo without --wait
-	// leaves behind: drive the named undo rollout, created already.
-	Driver string
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
+	Store      *rollout.Store
 	genericiooptions.IOStreams
-
-	start *StartOptions
 }
 
 // NewUndoOptions returns UndoOptions with the defaults.
@@ -86,10 +82,8 @@ undo, instead of NAME. A running or paused rollout is aborted first.
 	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Undo the newest rollout that is not itself an undo, instead of NAME.")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "As for rollout start (default: the undone rollout's budget).")
 	cmd.Flags().Var(&canaryValue{&o.Canary}, "canary", "As for rollout start (default: the undone rollout's canary).")
-	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Drive the undo here and wait until it is done, halted or the timeout passed.")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the undo is done, halted or the timeout passed; without a controller, drive it from here.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
-	cmd.Flags().StringVar(&o.Driver, "driver", "", "Drive the named undo rollout (used by undo's background process).")
-	_ = cmd.Flags().MarkHidden("driver")
 	return cmd
 }
 
@@ -125,11 +119,8 @@ func (o *UndoOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, "started"); err != nil {
 		return err
 	}
-	if o.Client, err = newClient(f); err != nil {
-		return err
-	}
-	o.start = &StartOptions{Client: o.Client, Namespace: o.Namespace, IOStreams: o.IOStreams, Wait: o.Wait}
-	return nil
+	o.Client, o.Store, err = newClients(f, o.Namespace)
+	return err
 }
 
 // Validate checks the flags.
@@ -151,21 +142,23 @@ func (o *UndoOptions) Validate() error {
 	return nil
 }
 
-// Run creates the undo rollout and drives it.
+// Run aborts the rollout and creates its undo; with --wait it follows the
+// undo, or drives it when no controller does.
 func (o *UndoOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
+	lead, err := leader(ctx, o.Client, o.Namespace)
+	if err != nil {
+		return err
 	}
-	if o.Driver != "" {
-		return drive(ctx, o.Client, o.Namespace, o.Driver, 0, o.IOStreams, false)
+	if lead == "" && !o.Wait {
+		return errNoController(o.Namespace)
 	}
-	store := &rollout.Store{Client: o.Client, Namespace: o.Namespace}
+	store := o.Store
 	orig, err := o.original(ctx, store)
 	if err != nil {
 		return err
 	}
-	if !orig.Status.State.Terminal() {
-		if orig, err = store.SetState(ctx, orig.Name, rollout.Aborted, "undone", rollout.Running, rollout.Paused); err != nil {
+	if !orig.State().Terminal() {
+		if orig, err = store.Request(ctx, orig.Name, rollout.Aborted, rollout.Running, rollout.Paused); err != nil {
 			return err
 		}
 	}
@@ -191,9 +184,10 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !o.Wait {
-		return o.start.detach(created.Name)
+		fmt.Fprintf(o.ErrOut, "The controller %s drives rollout/%s; follow it with kubectl dkc rollout status %s -w\n", lead, created.Name, created.Name)
+		return nil
 	}
-	return drive(ctx, o.Client, o.Namespace, created.Name, o.Timeout, o.IOStreams, false)
+	return follow(ctx, o.Client, store, lead, created.Name, o.Timeout, o.IOStreams)
 }
 
 // original is the rollout to undo: NAME, or with --latest the newest that

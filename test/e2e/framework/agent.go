@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -166,4 +167,41 @@ func (a *Agent) Stop() error { return a.p.stop(15 * time.Second) }
 func (a *Agent) Kill() error {
 	_ = a.p.signal(syscall.SIGKILL)
 	return a.p.stop(15 * time.Second)
+}
+
+// InstallCRDs applies the CustomResourceDefinitions of path (such as
+// deploy/crds.yaml) and waits until the apiserver serves each of them.
+func (c *Cluster) InstallCRDs(ctx context.Context, path string) error {
+	if err := c.ApplyManifest(ctx, path, false); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	list, err := crds.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, crd := range list.Items {
+		name := crd.GetName()
+		err := poll(ctx, 30*time.Second, func() (bool, error) {
+			got, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, cond := range conds {
+				if m, ok := cond.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("crd %s not established: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -93,9 +93,11 @@ type Cluster struct {
 	etcdURL   string
 	// controllers are kube-controller-manager and kube-scheduler (Pods).
 	controllers []*process
-	hostCgroups map[string]bool // cgroup parents the host had (Pods)
-	logf        func(string, ...any)
-	stopOnce    sync.Once
+	// dkcControllers are dkc's controllers (StartController).
+	dkcControllers dkcControllers
+	hostCgroups    map[string]bool // cgroup parents the host had (Pods)
+	logf           func(string, ...any)
+	stopOnce       sync.Once
 }
 
 // DefaultBinDir is where hack/build-components.sh puts the components.
@@ -466,6 +468,7 @@ func IsReady(node *corev1.Node) bool {
 // and mounts. It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		c.stopDKCControllers()
 		var wg sync.WaitGroup
 		for _, n := range c.Nodes {
 			wg.Add(1)

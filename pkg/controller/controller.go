@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+)
+
+// Controller drives the NodeConfigRollouts of one namespace: each one that
+// needs a driver gets one engine (rollout.Run) of its own, until the
+// rollout is done, halted, aborted or paused. Its informer sees pause,
+// resume and abort (the rollout's spec) and new rollouts, and it drives
+// them again as needed. It must run only while it leads: see RunLeader.
+type Controller struct {
+	Kube  kubernetes.Interface
+	Store *rollout.Store
+	// Log receives a line per pod that a rollout's drain evicts.
+	Log io.Writer
+	// Options are the engine's options; Log is set from Log.
+	Options rollout.Options
+
+	queue   workqueue.TypedRateLimitingInterface[string]
+	indexer cache.Indexer
+
+	mu      sync.Mutex
+	driving map[string]bool
+	wg      sync.WaitGroup
+}
+
+// NeedsDriver reports whether r needs an engine to drive it: it is Running,
+// or its spec asks for a state (paused, resumed, aborted) that its status
+// does not show yet.
+func NeedsDriver(r *rollout.Rollout) bool {
+	st := r.State()
+	return st == rollout.Running || st != r.Status.State
+}
+
+// Run drives rollouts until ctx ends, and then waits for their engines to
+// stop.
+func (c *Controller) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	c.driving = map[string]bool{}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-controller"})
+	defer c.queue.ShutDown()
+
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Store.Client, 0, c.Store.Namespace, nil)
+	inf := f.ForResource(rollout.Resource).Informer()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			_, name, _ := cache.SplitMetaNamespaceKey(key)
+			c.queue.Add(name)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return fmt.Errorf("watch nodeconfigrollouts: %w", err)
+	}
+	c.indexer = inf.GetIndexer()
+	f.Start(ctx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+		}
+	}
+	logger.Info("Driving rollouts", "namespace", c.Store.Namespace)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.next(ctx) {
+	}
+	c.wg.Wait()
+	return ctx.Err()
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	name, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(name)
+	if err := c.reconcile(ctx, name); err != nil {
+		klog.FromContext(ctx).Error(err, "Reconcile failed; retrying", "rollout", name)
+		c.queue.AddRateLimited(name)
+		return true
+	}
+	return true
+}
+
+// reconcile starts an engine for rollout name if it needs one and none
+// runs.
+func (c *Controller) reconcile(ctx context.Context, name string) error {
+	obj, exists, err := c.indexer.GetByKey(c.Store.Namespace + "/" + name)
+	if err != nil || !exists {
+		return err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("unexpected object %T", obj)
+	}
+	r, err := rollout.Decode(u)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.driving[name] || !NeedsDriver(r) {
+		return nil
+	}
+	c.driving[name] = true
+	c.wg.Add(1)
+	go c.drive(ctx, name)
+	return nil
+}
+
+// drive runs the engine on rollout name until it stops, and has the
+// rollout looked at again: its spec may have changed meanwhile.
+func (c *Controller) drive(ctx context.Context, name string) {
+	defer c.wg.Done()
+	logger := klog.FromContext(ctx).WithValues("rollout", name)
+	logger.Info("Driving rollout")
+	opts := c.Options
+	opts.Log = c.Log
+	var last rollout.State
+	opts.OnChange = func(r *rollout.Rollout, _ map[string]rollout.Observed) {
+		if r.Status.State != last {
+			last = r.Status.State
+			logger.Info("Rollout state", "state", r.Status.State, "wave", r.Status.Wave, "reason", r.Status.Reason)
+		}
+	}
+	r, err := rollout.Run(ctx, c.Kube, c.Store, name, opts)
+	c.mu.Lock()
+	delete(c.driving, name)
+	c.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err == nil, errors.Is(err, rollout.ErrPaused), errors.Is(err, rollout.ErrHalted), errors.Is(err, rollout.ErrAborted):
+		state := rollout.State("")
+		if r != nil {
+			state = r.Status.State
+		}
+		logger.Info("Stopped driving rollout", "state", state)
+		c.queue.Forget(name)
+		c.queue.Add(name)
+	case errors.Is(err, rollout.ErrNotFound):
+		logger.Info("Rollout deleted")
+	default:
+		logger.Error(err, "Driving rollout failed; retrying")
+		c.queue.AddRateLimited(name)
+	}
+}

@@ -1,0 +1,383 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-dkc/dkc/pkg/controller"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// TestNodeConfigRolloutAPI: deploy/crds.yaml on a real apiserver keeps
+// every field of a rollout as dkc writes it, enforces what only changes
+// how, and deploy/roles.yaml gives each role what it says and no more.
+func TestNodeConfigRolloutAPI(t *testing.T) {
+	c := framework.Setup(t, framework.Options{ControlPlaneOnly: true})
+	installCRDs(t, c)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &rollout.Store{Client: dyn, Namespace: source.DefaultNamespace}
+	ref := func(name string) *corev1.NodeConfigSource {
+		return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet"}}
+	}
+	pin := func(name string) *source.Pin {
+		return source.NewPin(ref(name), []byte(name), []string{"host-access"})
+	}
+	at := metav1.NewMicroTime(time.Date(2026, 11, 26, 3, 0, 0, 123456000, time.UTC))
+
+	t.Run("every field a client writes is kept", func(t *testing.T) {
+		want := rollout.New("kube-system", "full", rollout.Spec{
+			Config: ref("a"), Pin: pin("a"),
+			Targets:    map[string]*corev1.NodeConfigSource{"n2": nil, "n3": ref("b")},
+			TargetPins: map[string]*source.Pin{"n3": pin("b")},
+			Nodes:      []string{"n1", "n2", "n3"}, Selector: "pool=a", MaxUnavailable: intstr.FromString("34%"),
+			Canary: 1, Soak: metav1.Duration{Duration: 2 * time.Minute}, OrderByLabel: "topology.kubernetes.io/zone",
+			Drain:        []string{"n1"},
+			DrainOptions: rollout.DrainSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}, Force: true, DeleteEmptyDirData: true},
+			UndoOf:       "earlier", Paused: true,
+		})
+		created, err := store.Create(ctx, want, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Status.State != "" {
+			t.Errorf("status %+v stored at creation: only the driver writes it", created.Status)
+		}
+		soak := metav1.NewTime(at.Time)
+		created.Status = rollout.Status{State: rollout.Halted, Reason: "node n1 reported an error", Wave: 2, SoakSince: &soak,
+			Nodes: map[string]rollout.NodeStatus{
+				"n1": {Phase: rollout.Failed, Previous: ref("old"), PreviousPin: pin("old"), Error: "rolled back", Cordoned: true, Started: &at, Finished: &at},
+				"n2": {Phase: rollout.Succeeded},
+			}}
+		written, err := store.UpdateStatus(ctx, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.Get(ctx, "full")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, "spec", want.Spec, got.Spec)
+		sameJSON(t, "status", written.Status, got.Status)
+		if got.Status.State != rollout.Halted || got.Status.Nodes["n1"].PreviousPin == nil {
+			t.Errorf("status read back %+v", got.Status)
+		}
+	})
+
+	t.Run("the apiserver refuses what a rollout must not become", func(t *testing.T) {
+		if _, err := store.Create(ctx, rollout.New("kube-system", "r", rollout.Spec{Config: ref("a"), Nodes: []string{"n1"}, MaxUnavailable: intstr.FromInt32(1)}), false); err != nil {
+			t.Fatal(err)
+		}
+		ncr := dyn.Resource(rollout.Resource).Namespace("kube-system")
+		for name, tc := range map[string]struct{ patch, want string }{
+			"the config does not change": {`{"spec":{"config":{"configMap":{"name":"b"}}}}`, "is immutable"},
+			"the nodes do not change":    {`{"spec":{"nodes":["n1","n2"]}}`, "is immutable"},
+			"a budget of 0 is no budget": {`{"spec":{"maxUnavailable":0}}`, "must be a count of at least 1 or a percentage"},
+			"a budget is a count or a %": {`{"spec":{"maxUnavailable":"half"}}`, "must be a count of at least 1 or a percentage"},
+			"a canary is not negative":   {`{"spec":{"canary":-1}}`, "should be greater than or equal to 0"},
+			"no rollout without nodes":   {`{"spec":{"nodes":[]}}`, "should have at least 1 items"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				_, err := ncr.Patch(ctx, "r", types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{})
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("patch %s: %v, want an error with %q", tc.patch, err, tc.want)
+				}
+			})
+		}
+		t.Run("an aborted rollout stays aborted", func(t *testing.T) {
+			if _, err := store.Request(ctx, "r", rollout.Aborted, rollout.Running); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ncr.Patch(ctx, "r", types.MergePatchType, []byte(`{"spec":{"aborted":false}}`), metav1.PatchOptions{})
+			if err == nil || !strings.Contains(err.Error(), "an aborted rollout stays aborted") {
+				t.Errorf("un-aborting: %v, want it refused", err)
+			}
+		})
+		t.Run("the status is the driver's: an update of the object keeps it", func(t *testing.T) {
+			r, err := store.Get(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Status.State = rollout.Done
+			u, err := rollout.Encode(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ncr.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := store.Get(ctx, "r"); got == nil || got.Status.State == rollout.Done {
+				t.Errorf("an update of the object wrote its status: %+v", got)
+			}
+		})
+	})
+
+	t.Run("roles: a viewer cannot pause, a ConfigMap writer cannot start, an operator can pause", func(t *testing.T) {
+		if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "roles.yaml"), false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		createConfigMap(t, c, "roles-cfg", maxPodsConfig(42))
+		if _, err := store.Create(ctx, rollout.New("kube-system", "live", rollout.Spec{Config: ref("roles-cfg"), Nodes: []string{"n1"}, MaxUnavailable: intstr.FromInt32(1)}), false); err != nil {
+			t.Fatal(err)
+		}
+		bind(t, c, "viewer", "kubectl-dkc:rollout-viewer")
+		bind(t, c, "operator", "kubectl-dkc:rollout-operator")
+		// What start needs besides the rollout: the nodes, the ConfigMap
+		// it pins and the controller's Lease. Only the rollout is missing.
+		createClusterRole(t, c, "cm-writer", []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}},
+		})
+		bind(t, c, "cm-writer", "cm-writer")
+
+		viewer := userKubeconfig(t, c, "viewer")
+		if r := dkcAs(t, viewer, "", "rollout", "status", "live"); r.ExitCode != 0 {
+			t.Errorf("viewer: rollout status exit %d, want 0", r.ExitCode)
+		}
+		if r := dkcAs(t, viewer, "", "rollout", "pause", "live"); r.ExitCode != 1 || !strings.Contains(r.Stderr, "forbidden") {
+			t.Errorf("viewer: rollout pause exit %d, stderr %q; want 1 and forbidden", r.ExitCode, r.Stderr)
+		}
+		if got, _ := store.Get(ctx, "live"); got == nil || got.Spec.Paused {
+			t.Errorf("the viewer paused the rollout: %+v", got)
+		}
+
+		writer := userKubeconfig(t, c, "cm-writer")
+		r := dkcAs(t, writer, "", "rollout", "start", "--config", "roles-cfg", "n1", "--name", "by-writer", "--wait")
+		if r.ExitCode != 1 || !strings.Contains(r.Stderr, `nodeconfigrollouts.kubectl-dkc.io is forbidden`) {
+			t.Errorf("ConfigMap writer: rollout start exit %d, stderr %q; want 1 and nodeconfigrollouts forbidden", r.ExitCode, r.Stderr)
+		}
+		if _, err := store.Get(ctx, "by-writer"); !errors.Is(err, rollout.ErrNotFound) {
+			t.Errorf("the ConfigMap writer's rollout: %v, want none", err)
+		}
+
+		operator := userKubeconfig(t, c, "operator")
+		if r := dkcAs(t, operator, "", "rollout", "pause", "live"); r.ExitCode != 0 {
+			t.Errorf("operator: rollout pause exit %d, want 0", r.ExitCode)
+		}
+		if got, _ := store.Get(ctx, "live"); got == nil || !got.Spec.Paused || got.State() != rollout.Paused {
+			t.Errorf("after the operator's pause: %+v, want spec.paused", got)
+		}
+	})
+}
+
+// TestController: rollouts driven by `kubectl dkc controller` on three real
+// kubelets, with no CLI process alive: start and undo return at once, a
+// killed leader's standby finishes the rollout without restarting any node
+// twice or breaking the budget, and pause and resume reach it through the
+// rollout's spec.
+func TestController(t *testing.T) {
+	c, names := rolloutCluster(t, nil)
+	ctx := context.Background()
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &rollout.Store{Client: dyn, Namespace: source.DefaultNamespace}
+	for name, maxPods := range map[string]int{"ctl-a": 61, "ctl-b": 62, "ctl-c": 63} {
+		createConfigMap(t, c, name, maxPodsConfig(maxPods))
+	}
+
+	t.Run("without a controller, start and undo without --wait refuse at once, and say how to drive the rollout", func(t *testing.T) {
+		r := dkc(t, c, "", "rollout", "start", "--config", "ctl-a", "--all", "--name", "undriven")
+		if r.ExitCode != 1 || !strings.Contains(r.Stderr, "no controller runs in namespace kube-system") || !strings.Contains(r.Stderr, "pass --wait") {
+			t.Errorf("start: exit %d, stderr %q; want 1, naming the missing controller and --wait", r.ExitCode, r.Stderr)
+		}
+		if _, err := store.Get(ctx, "undriven"); !errors.Is(err, rollout.ErrNotFound) {
+			t.Errorf("start without a driver created the rollout: %v", err)
+		}
+		r = dkc(t, c, "", "rollout", "undo", "--latest")
+		if r.ExitCode != 1 || !strings.Contains(r.Stderr, "no controller runs in namespace kube-system") {
+			t.Errorf("undo: exit %d, stderr %q; want 1, naming the missing controller", r.ExitCode, r.Stderr)
+		}
+	})
+
+	kubeconfig, err := c.UserKubeconfig(framework.ControllerIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := map[string]*framework.Controller{}
+	startReplica := func(identity string) {
+		ctl, err := c.StartController(dkcBinary, kubeconfig, identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[identity] = ctl
+	}
+	startReplica("replica-1")
+	startReplica("replica-2")
+	leaderNow := func() string {
+		var lead string
+		waitFor(t, 30*time.Second, "a controller to lead", func() bool {
+			lead, err = controller.Leader(ctx, c.Client, "kube-system", time.Now())
+			return err == nil && lead != ""
+		})
+		return lead
+	}
+	t.Logf("leader: %s", leaderNow())
+
+	t.Run("start without --wait returns, and the controller rolls the config out", func(t *testing.T) {
+		began := time.Now()
+		r := mustDKC(t, c, "", "rollout", "start", "--config", "ctl-a", "--all", "--name", "ctl-a", "--max-unavailable", "1")
+		if !strings.Contains(r.Stderr, "drives rollout/ctl-a") {
+			t.Errorf("start did not say who drives the rollout: %q", r.Stderr)
+		}
+		followToDone(t, c, "ctl-a")
+		ro := rolloutObject(t, c, "ctl-a")
+		checkApplyWindows(t, c, applyWindows(t, ro, names), began)
+		for _, n := range names {
+			waitStatus(t, c, n, 10*time.Second, "active ctl-a", func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && isCM(st.Active, "ctl-a") && st.Error == ""
+			})
+		}
+	})
+
+	t.Run("the leader killed mid-rollout: the standby finishes it, no node restarts twice, the budget holds", func(t *testing.T) {
+		began := time.Now()
+		mustDKC(t, c, "", "rollout", "start", "--config", "ctl-b", "--all", "--name", "ctl-b", "--max-unavailable", "1")
+		waitFor(t, 3*time.Minute, "the rollout's second node to start", func() bool {
+			r, err := store.Get(ctx, "ctl-b")
+			return err == nil && r.NodeStatus(names[1]).Phase == rollout.InProgress
+		})
+		old := leaderNow()
+		if err := replicas[old].Kill(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed the leader %s (SIGKILL)", old)
+		followToDone(t, c, "ctl-b")
+		now := leaderNow()
+		if now == old {
+			t.Errorf("leader %s still holds the lease after it was killed", now)
+		}
+		ro := rolloutObject(t, c, "ctl-b")
+		checkApplyWindows(t, c, applyWindows(t, ro, names), began)
+		startReplica("replica-3") // a standby again
+	})
+
+	t.Run("pause and resume reach the controller through the rollout's spec", func(t *testing.T) {
+		mustDKC(t, c, "", "rollout", "start", "--config", "ctl-c", "--all", "--name", "ctl-c", "--max-unavailable", "1", "--soak", "15s")
+		waitFor(t, 3*time.Minute, "the canary to finish", func() bool {
+			r, err := store.Get(ctx, "ctl-c")
+			return err == nil && r.NodeStatus(names[0]).Phase == rollout.Succeeded
+		})
+		mustDKC(t, c, "", "rollout", "pause", "ctl-c")
+		waitFor(t, 30*time.Second, "the controller to record Paused", func() bool {
+			r, err := store.Get(ctx, "ctl-c")
+			return err == nil && r.Status.State == rollout.Paused
+		})
+		// The soak ends while paused: no further node starts.
+		r, _ := store.Get(ctx, "ctl-c")
+		if r.Status.SoakSince != nil {
+			if wait := time.Until(r.Status.SoakSince.Add(16 * time.Second)); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		r, _ = store.Get(ctx, "ctl-c")
+		for _, n := range names[1:] {
+			if ph := r.NodeStatus(n).Phase; ph != rollout.Waiting {
+				t.Errorf("node %s is %s in a paused rollout, want Waiting", n, ph)
+			}
+		}
+		// resume follows the controller's work to the end.
+		res := dkc(t, c, "", "rollout", "resume", "ctl-c", "--timeout", "4m")
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "rollout/ctl-c Done") {
+			t.Fatalf("resume: exit %d, want 0 and Done", res.ExitCode)
+		}
+	})
+
+	t.Run("undo without --wait completes", func(t *testing.T) {
+		r := mustDKC(t, c, "", "rollout", "undo", "ctl-c", "--canary", "0", "--max-unavailable", "3")
+		m := regexp.MustCompile(`nodeconfigrollout\.kubectl-dkc\.io/(\S+) started`).FindStringSubmatch(r.Stdout)
+		if m == nil {
+			t.Fatalf("undo printed no rollout: %q", r.Stdout)
+		}
+		followToDone(t, c, m[1])
+		for _, n := range names {
+			waitStatus(t, c, n, 10*time.Second, "active ctl-b again", func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && isCM(st.Active, "ctl-b") && st.Error == ""
+			})
+		}
+	})
+}
+
+// followToDone follows rollout name with rollout status -w until it is
+// Done, and fails the test otherwise.
+func followToDone(t *testing.T, c *framework.Cluster, name string) {
+	t.Helper()
+	w := dkc(t, c, "", "rollout", "status", name, "-w", "--timeout", "4m")
+	if w.ExitCode != 0 || !strings.Contains(w.Stdout, "rollout/"+name+" Done") {
+		t.Fatalf("rollout status %s -w: exit %d, want 0 and Done", name, w.ExitCode)
+	}
+}
+
+// sameJSON fails the test unless want and got encode to the same JSON.
+func sameJSON(t *testing.T, what string, want, got any) {
+	t.Helper()
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(w) != string(g) {
+		t.Errorf("%s read back differs:\nwrote %s\nread  %s", what, w, g)
+	}
+}
+
+// userKubeconfig returns a kubeconfig of user on c.
+func userKubeconfig(t *testing.T, c *framework.Cluster, user string) string {
+	t.Helper()
+	kc, err := c.UserKubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// createClusterRole creates ClusterRole name with rules.
+func createClusterRole(t *testing.T, c *framework.Cluster, name string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(context.Background(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bind binds ClusterRole role to user, cluster-wide.
+func bind(t *testing.T, c *framework.Cluster, user, role string) {
+	t.Helper()
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + strings.ReplaceAll(role, ":", "-")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
