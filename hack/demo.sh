@@ -88,7 +88,7 @@ run kubectl dkc reset "$node" --wait --timeout 2m
 run kubectl dkc status
 run kubectl get node "$node" -o jsonpath='{.status.capacity.pods}{"\n"}'
 
-bold "7. Roll a config out over every node: a canary first, then one node at a time"
+bold "7. Roll a config out over every node: a canary first, then one node at a time, driven by the controller"
 printf 'kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 55\n' >"$work/fleet.yaml"
 fleet=$(kubectl dkc push "$work/fleet.yaml" --name demo-fleet -o name)
 fleet=${fleet#configmap/}
@@ -97,7 +97,7 @@ run kubectl dkc rollout start --config "$fleet" --all --name demo --max-unavaila
 run kubectl dkc rollout status demo
 run kubectl dkc status
 run kubectl dkc rollout history "$node"
-run kubectl get configmap -n kube-system -l kubectl-dkc.io/rollout
+run kubectl get nodeconfigrollouts -n kube-system
 
 bold "8. Undo the rollout: every node back to what it ran before, under the same budget"
 run kubectl dkc rollout undo demo --wait --timeout 5m

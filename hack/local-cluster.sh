@@ -7,7 +7,9 @@
 # State lives in $DKC_CLUSTER_DIR (default /tmp/kubectl-dkc-cluster). Every node
 # runs a dkc agent; $DKC_AGENT_TRIAL sets its --trial-duration (default 1m),
 # $DKC_AGENT_APPLY_MODE its --apply-mode (replace, the default, or dropin).
-# With AGENT=daemonset the agents run in pods instead, as deploy/'s DaemonSet
+# dkc's CRDs are installed, and a dkc controller drives rollouts: a process
+# on the host, with AGENT=process. With AGENT=daemonset the agents and the
+# controller run in pods instead, as deploy/'s DaemonSet and Deployment
 # through the test overlay test/deploy, from the images `make image` wrote
 # to _output/image (imported into each node's containerd, never pulled).
 set -euo pipefail
@@ -49,14 +51,15 @@ up)
   # $! must be dkc-cluster itself: `down` ends it by this PID.
   agent_args=(--agent-binary "$agent")
   if [[ ${AGENT:-process} == daemonset ]]; then
-    if [[ ! -f $root/_output/image/kubectl-dkc-agent.oci.tar ]]; then
-      echo "error: AGENT=daemonset needs the agent image: run make image" >&2
+    if [[ ! -f $root/_output/image/kubectl-dkc-agent.oci.tar || ! -f $root/_output/image/kubectl-dkc-controller.oci.tar ]]; then
+      echo "error: AGENT=daemonset needs the agent and controller images: run make image" >&2
       exit 1
     fi
     agent_args=(--agent-daemonset --agent-overlay "$root/test/deploy" --agent-images "$root/_output/image")
   fi
   nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
-    --agent-rbac "$root/deploy/rbac.yaml" --agent-trial-duration "${DKC_AGENT_TRIAL:-1m}" \
+    --agent-rbac "$root/deploy/rbac.yaml" --crds "$root/deploy/crds.yaml" \
+    --controller-manifest "$root/deploy/controller.yaml" --agent-trial-duration "${DKC_AGENT_TRIAL:-1m}" \
     --agent-apply-mode "${DKC_AGENT_APPLY_MODE:-replace}" \
     >"$dir/cluster.log" 2>&1 &
   echo $! >"$pidfile"
@@ -74,7 +77,7 @@ up)
     echo "error: the cluster was not ready within 120s; see $dir/cluster.log" >&2
     exit 1
   fi
-  grep -E 'Ready|ready after|agent pid|agent pod' "$dir/cluster.log" || true
+  grep -E 'Ready|ready after|agent pid|agent pod|controller pid|controller pod' "$dir/cluster.log" || true
   if [[ ${AGENT:-process} == daemonset ]]; then
     echo "agents run in pods: kubectl get pods -n kube-system -o wide; kubectl dkc status"
   fi

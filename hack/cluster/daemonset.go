@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,59 +13,72 @@ import (
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
-// deployDaemonSet runs the agent as the DaemonSet of deploy/, through the
-// test overlay: it imports make image's archives (imagesDir) into every
-// node's containerd, applies the overlay with kubectl apply -k, and waits
-// until every node runs a Ready agent pod.
+// deployDaemonSet runs the agent and the controller as deploy/'s DaemonSet
+// and Deployment, through the test overlay: it imports make image's
+// archives (imagesDir) into every node's containerd, applies the overlay
+// with kubectl apply -k, and waits until every node runs a Ready agent pod
+// and a controller pod is Ready on each of up to two nodes (the test
+// overlay runs them on the node's network, one per node).
 func deployDaemonSet(ctx context.Context, c *framework.Cluster, imagesDir, overlay string, logf func(string, ...any)) error {
-	agent := filepath.Join(imagesDir, "kubectl-dkc-agent.oci.tar")
 	pause := filepath.Join(imagesDir, "kubectl-dkc-pause.oci.tar")
-	ref, err := framework.ImageName(agent)
-	if err != nil {
-		return fmt.Errorf("agent image: %w (run make image)", err)
-	}
-	for _, n := range c.Nodes {
-		for _, archive := range []string{pause, agent} {
+	var refs []string
+	for _, kind := range []string{"agent", "controller"} {
+		archive := filepath.Join(imagesDir, "kubectl-dkc-"+kind+".oci.tar")
+		ref, err := framework.ImageName(archive)
+		if err != nil {
+			return fmt.Errorf("%s image: %w (run make image)", kind, err)
+		}
+		for _, n := range c.Nodes {
 			if err := n.ImportImage(ctx, archive); err != nil {
 				return err
 			}
 		}
+		refs = append(refs, ref)
 	}
-	logf("imported %s and %s into every node's containerd", ref, framework.PauseImage)
-	dir, err := c.DeployAgent(ctx, overlay, ref)
+	for _, n := range c.Nodes {
+		if err := n.ImportImage(ctx, pause); err != nil {
+			return err
+		}
+	}
+	logf("imported %s and %s into every node's containerd", strings.Join(refs, ", "), framework.PauseImage)
+	dir, err := c.DeployDKC(ctx, overlay, refs...)
 	if err != nil {
 		return err
 	}
-	logf("applied %s (kubectl apply -k)", dir)
+	logf("applied %s (kubectl apply --server-side -k)", dir)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for {
-		list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dkc-agent"})
-		if err == nil && len(list.Items) == len(c.Nodes) && allReady(list.Items) {
-			for _, p := range list.Items {
-				logf("node %s: dkc agent pod %s", p.Spec.NodeName, p.Name)
+	for _, w := range []struct {
+		name string
+		want int
+	}{{"dkc-agent", len(c.Nodes)}, {"dkc-controller", min(2, len(c.Nodes))}} {
+		for {
+			list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + w.name})
+			if ready := readyPods(list.Items); err == nil && len(ready) >= w.want {
+				for _, p := range ready {
+					logf("node %s: %s pod %s", p.Spec.NodeName, w.name, p.Name)
+				}
+				break
 			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("dkc agent pods not Ready within 2m: kubectl -n kube-system describe pods -l app.kubernetes.io/name=dkc-agent")
-		case <-time.After(500 * time.Millisecond):
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s pods not Ready within 2m: kubectl -n kube-system describe pods -l app.kubernetes.io/name=%s", w.name, w.name)
+			case <-time.After(500 * time.Millisecond):
+			}
 		}
 	}
+	return nil
 }
 
-func allReady(pods []corev1.Pod) bool {
+// readyPods returns the pods of pods that are Ready.
+func readyPods(pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
 	for _, p := range pods {
-		ready := false
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				ready = true
+				out = append(out, p)
 			}
 		}
-		if !ready {
-			return false
-		}
 	}
-	return true
+	return out
 }

@@ -32,7 +32,9 @@ func run() error {
 	applyMode := flag.String("agent-apply-mode", "replace", "the agents' --apply-mode: replace, or dropin (one partial config then fits every node, as a rollout over all nodes needs)")
 	daemonset := flag.Bool("agent-daemonset", false, "run the agents as deploy/'s DaemonSet in pods, through --agent-overlay, instead of processes")
 	overlay := flag.String("agent-overlay", "test/deploy", "with --agent-daemonset: the kustomization applied with kubectl apply -k")
-	images := flag.String("agent-images", "_output/image", "with --agent-daemonset: where make image wrote the agent and pause archives")
+	images := flag.String("agent-images", "_output/image", "with --agent-daemonset: where make image wrote the agent, controller and pause archives")
+	crds := flag.String("crds", "deploy/crds.yaml", "dkc's CustomResourceDefinitions, installed first")
+	controllerManifest := flag.String("controller-manifest", "deploy/controller.yaml", "with --agent-binary: the controller's RBAC, applied before the controller process starts")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -66,6 +68,9 @@ func run() error {
 	for _, n := range c.Nodes {
 		logf("node %s: ip %s, kubelet log %s, config %s", n.Name, n.IP, n.LogPath, n.ConfigPath)
 	}
+	if err := c.InstallCRDs(ctx, *crds); err != nil {
+		return err
+	}
 	if *daemonset {
 		if err := deployDaemonSet(ctx, c, *images, *overlay, logf); err != nil {
 			return err
@@ -74,12 +79,35 @@ func run() error {
 		if err := startAgents(ctx, c, *agentBinary, *rbac, *trial, *applyMode, logf); err != nil {
 			return err
 		}
+		if err := startController(ctx, c, *agentBinary, *controllerManifest, logf); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(*dir, "ready"), []byte(kubeconfig+"\n"), 0o644); err != nil {
 		return err
 	}
 	logf("ready: export KUBECONFIG=%s", kubeconfig)
 	<-ctx.Done()
+	return nil
+}
+
+// startController runs `kubectl-dkc controller` on the host as the
+// identity of the controller's manifest, whose RBAC it applies first (its
+// Deployment gets no pods: without --agent-daemonset no controller manager
+// runs).
+func startController(ctx context.Context, c *framework.Cluster, binary, manifest string, logf func(string, ...any)) error {
+	if err := c.ApplyManifest(ctx, manifest, false); err != nil {
+		return err
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.ControllerIdentity)
+	if err != nil {
+		return err
+	}
+	ctl, err := c.StartController(binary, kubeconfig, "local-controller")
+	if err != nil {
+		return err
+	}
+	logf("dkc controller pid %d, log %s", ctl.PID(), ctl.LogPath)
 	return nil
 }
 

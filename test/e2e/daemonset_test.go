@@ -16,45 +16,53 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
-// agentImages are the OCI archives of the agent and pause images: those of
-// `make image` when $DKC_AGENT_IMAGE and $DKC_PAUSE_IMAGE name them (make e2e
-// does), else built from this repository for this host's platform.
-func agentImages(t *testing.T, root string) (agent, pause string) {
+// dkcImages are the OCI archives of the agent, controller and pause images:
+// those of `make image` when $DKC_AGENT_IMAGE, $DKC_CONTROLLER_IMAGE and
+// $DKC_PAUSE_IMAGE name them (make e2e does), else built from this
+// repository for this host's platform.
+func dkcImages(t *testing.T, root string) framework.Images {
 	t.Helper()
-	agent, pause = os.Getenv("DKC_AGENT_IMAGE"), os.Getenv("DKC_PAUSE_IMAGE")
-	if agent != "" && pause != "" {
-		return agent, pause
+	im := framework.Images{Agent: os.Getenv("DKC_AGENT_IMAGE"), Controller: os.Getenv("DKC_CONTROLLER_IMAGE"), Pause: os.Getenv("DKC_PAUSE_IMAGE")}
+	if im.Agent != "" && im.Controller != "" && im.Pause != "" {
+		return im
 	}
 	began := time.Now()
-	agent, pause, err := framework.BuildImages(context.Background(), root, t.TempDir())
+	im, err := framework.BuildImages(context.Background(), root, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built the agent and pause images in %s", time.Since(began).Round(time.Second))
-	return agent, pause
+	t.Logf("built the agent, controller and pause images in %s", time.Since(began).Round(time.Second))
+	return im
 }
 
-// TestDaemonSet installs the agent as an operator would, from deploy/ with
-// the test overlay test/deploy (kubectl apply -k), on real kubelets that
-// pull nothing: the agent's image and the pause image are imported into each
-// node's containerd. The agent then works in its pod: it applies an assigned
-// config, restarts its own node's kubelet and outlives that restart, and a
-// SIGKILL in the middle of an apply leaves a store from which the restarted
-// container finishes the job.
+// TestDaemonSet installs dkc as an operator would, from deploy/ with the
+// test overlay test/deploy (kubectl apply --server-side -k), on real
+// kubelets that pull nothing: the agent's, the controller's and the pause
+// image are imported into each node's containerd. The agent then works in
+// its pod: it applies an assigned config, restarts its own node's kubelet
+// and outlives that restart, and a SIGKILL in the middle of an apply leaves
+// a store from which the restarted container finishes the job. The
+// controller's pods elect a leader, which drives a rollout that no CLI
+// process follows.
 func TestDaemonSet(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 2, Pods: true})
 	ctx := context.Background()
 	root := filepath.Join("..", "..")
-	agentArchive, pauseArchive := agentImages(t, root)
-	ref, err := framework.ImageName(agentArchive)
-	if err != nil {
-		t.Fatal(err)
+	images := dkcImages(t, root)
+	var refs []string
+	for _, archive := range []string{images.Agent, images.Controller} {
+		ref, err := framework.ImageName(archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
 	}
 	for _, n := range c.Nodes {
-		for _, archive := range []string{pauseArchive, agentArchive} {
+		for _, archive := range []string{images.Pause, images.Agent, images.Controller} {
 			if err := n.ImportImage(ctx, archive); err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +86,7 @@ func TestDaemonSet(t *testing.T) {
 	})
 
 	began := time.Now()
-	if _, err := c.DeployAgent(ctx, filepath.Join(root, "test", "deploy"), ref); err != nil {
+	if _, err := c.DeployDKC(ctx, filepath.Join(root, "test", "deploy"), refs...); err != nil {
 		t.Fatal(err)
 	}
 	pods := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool { return agentContainerReady(p) })
@@ -206,6 +214,35 @@ func TestDaemonSet(t *testing.T) {
 			t.Errorf("configz maxPods %v, want 44", got)
 		}
 	})
+
+	t.Run("the controller's pods elect a leader, which drives a rollout alone", func(t *testing.T) {
+		var lead string
+		t.Cleanup(func() {
+			if t.Failed() {
+				logPods(t, c, "app.kubernetes.io/name=dkc-controller")
+			}
+		})
+		waitFor(t, 2*time.Minute, "a controller pod to lead", func() bool {
+			lead, err = controller.Leader(ctx, c.Client, "kube-system", time.Now())
+			return err == nil && lead != ""
+		})
+		leader, err := c.Client.CoreV1().Pods("kube-system").Get(ctx, lead, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the lease holder %q is not a pod: %v", lead, err)
+		}
+		if leader.Labels["app.kubernetes.io/name"] != "dkc-controller" {
+			t.Errorf("the lease holder %s is no controller pod: labels %v", lead, leader.Labels)
+		}
+		createConfigMap(t, c, "ds-c", withPods(46))
+		r := mustDKC(t, c, "", "rollout", "start", "--config", "ds-c", n.Name, "--name", "ds-c")
+		if !strings.Contains(r.Stderr, "The controller "+lead+" drives rollout/ds-c") {
+			t.Errorf("start did not name the leading pod %s: %q", lead, r.Stderr)
+		}
+		waitStatus(t, c, n.Name, 2*time.Minute, "active ds-c", func(st *corev1.NodeConfigStatus) bool {
+			return st != nil && st.Error == "" && isCM(st.Active, "ds-c")
+		})
+		followToDone(t, c, "ds-c")
+	})
 }
 
 // waitAgentPods waits until there is one dkc-agent pod per node and cond
@@ -259,4 +296,35 @@ func agentStatus(p *corev1.Pod) corev1.ContainerStatus {
 func agentContainerReady(p *corev1.Pod) bool {
 	st := agentStatus(p)
 	return p.Status.Phase == corev1.PodRunning && st.State.Running != nil && st.Ready
+}
+
+// logPods logs the pods of kube-system that selector selects, with their
+// containers' states and the last lines of their logs, for a failure.
+func logPods(t *testing.T, c *framework.Cluster, selector string) {
+	t.Helper()
+	list, err := c.Client.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Logf("list pods %s: %v", selector, err)
+		return
+	}
+	for _, p := range list.Items {
+		t.Logf("pod %s on %q: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Message)
+		for _, cond := range p.Status.Conditions {
+			t.Logf("  condition %s=%s %s %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			t.Logf("  container %s: ready %v, restarts %d, state %+v, last %+v", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+		}
+		for _, n := range c.Nodes {
+			if n.Name != p.Spec.NodeName {
+				continue
+			}
+			logs, _ := filepath.Glob(filepath.Join(n.Dir, "pod-logs", "kube-system_"+p.Name+"_*", "*", "*.log"))
+			for _, l := range logs {
+				if b, err := os.ReadFile(l); err == nil {
+					t.Logf("  %s:\n%s", l, lastLines(string(b), 20))
+				}
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -26,9 +27,10 @@ const PauseImage = "registry.example/kubectl-dkc-pause:v1"
 // again after POST /ok. hack/image builds it; ImportImages loads it.
 const ProbeImage = "registry.example/kubectl-dkc-probe:v1"
 
-// Pods (Options.Pods) makes a cluster that runs pods, as a DaemonSet needs:
-//   - kube-controller-manager runs the daemonset controller, the
-//     root-ca-cert-publisher that writes the kube-root-ca.crt ConfigMap every
+// Pods (Options.Pods) makes a cluster that runs pods, as a DaemonSet and a
+// Deployment need:
+//   - kube-controller-manager runs the daemonset, deployment and replicaset
+//     controllers, the root-ca-cert-publisher that writes the kube-root-ca.crt ConfigMap every
 //     service account token volume needs, and the endpointslice controller,
 //     which lists a Service's pods with their readiness in its
 //     EndpointSlices; kube-scheduler binds the pods;
@@ -51,7 +53,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 	kcm := c.newProcess("kube-controller-manager", []string{
 		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
 		"--kubeconfig=" + c.Kubeconfig,
-		"--controllers=daemonset-controller,root-ca-certificate-publisher-controller,endpointslice-controller",
+		"--controllers=daemonset-controller,deployment-controller,replicaset-controller,root-ca-certificate-publisher-controller,endpointslice-controller",
 		"--root-ca-file=" + c.pki.caFile(),
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -229,24 +231,33 @@ func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
 	return nil
 }
 
-// BuildImages writes the agent image, built from the repository at root,
-// and the pause image as OCI archives into dir, for this host's platform
-// only, with hack/image as `make image` does, and returns their paths.
-func BuildImages(ctx context.Context, root, dir string) (agent, pause string, err error) {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return "", "", err
-	}
-	if agent, err = BuildImage(ctx, root, dir, "agent", "-root", abs, "-version", "v0.0.0-e2e"); err != nil {
-		return "", "", err
-	}
-	if pause, err = BuildImage(ctx, root, dir, "pause"); err != nil {
-		return "", "", err
-	}
-	return agent, pause, nil
+// Images are the OCI archives of dkc's images and the pause image.
+type Images struct {
+	Agent, Controller, Pause string
 }
 
-// BuildImage writes hack/image's image kind (agent, pause or probe) as the
+// BuildImages writes the agent and controller images, built from the
+// repository at root, and the pause image as OCI archives into dir, for
+// this host's platform only, with hack/image as `make image` does.
+func BuildImages(ctx context.Context, root, dir string) (Images, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return Images{}, err
+	}
+	var im Images
+	if im.Agent, err = BuildImage(ctx, root, dir, "agent", "-root", abs, "-version", "v0.0.0-e2e"); err != nil {
+		return Images{}, err
+	}
+	if im.Controller, err = BuildImage(ctx, root, dir, "controller", "-root", abs, "-version", "v0.0.0-e2e"); err != nil {
+		return Images{}, err
+	}
+	if im.Pause, err = BuildImage(ctx, root, dir, "pause"); err != nil {
+		return Images{}, err
+	}
+	return im, nil
+}
+
+// BuildImage writes hack/image's image kind (agent, controller, pause or probe) as the
 // OCI archive dir/kubectl-dkc-KIND.oci.tar, for this host's platform only,
 // with extra flags after kind's, as `make image` does, and returns its path.
 func BuildImage(ctx context.Context, root, dir, kind string, extra ...string) (string, error) {
@@ -269,16 +280,19 @@ func pauseContainerdConfig() string {
 	return fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n  restrict_oom_score_adj = true\n", PauseImage)
 }
 
-// DeployAgent installs the agent's DaemonSet as an operator would, with
-// `kubectl apply -k`, from overlay (deploy/overlays/test) under a
+// DeployDKC installs deploy/ (the agent's DaemonSet, the controller's
+// Deployment and what they need) as an operator would, with
+// `kubectl apply --server-side -k`, from overlay (test/deploy) under a
 // kustomization of the cluster's own that sets
-//   - the image, through kustomize's images: (newName and newTag of ref);
-//   - KUBERNETES_SERVICE_HOST and _PORT to the apiserver's address: the
-//     cluster runs no kube-proxy, so the kubernetes Service's ClusterIP does
-//     not route, and the address differs from cluster to cluster.
+//   - the images, through kustomize's images: (the newName and newTag of
+//     each of refs, such as registry.example/kubectl-dkc-agent:TAG);
+//   - KUBERNETES_SERVICE_HOST and _PORT to the apiserver's address, in the
+//     agent and the controller: the cluster runs no kube-proxy, so the
+//     kubernetes Service's ClusterIP does not route, and the address
+//     differs from cluster to cluster.
 //
 // It returns the kustomization's directory.
-func (c *Cluster) DeployAgent(ctx context.Context, overlay, ref string) (string, error) {
+func (c *Cluster) DeployDKC(ctx context.Context, overlay string, refs ...string) (string, error) {
 	abs, err := filepath.Abs(overlay)
 	if err != nil {
 		return "", err
@@ -287,11 +301,7 @@ func (c *Cluster) DeployAgent(ctx context.Context, overlay, ref string) (string,
 	if err != nil {
 		return "", fmt.Errorf("apiserver URL %q: %w", c.APIServerURL, err)
 	}
-	name, tag := ref, "latest"
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		name, tag = ref[:i], ref[i+1:]
-	}
-	dir := filepath.Join(c.Dir, "deploy-agent")
+	dir := filepath.Join(c.Dir, "deploy-dkc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -300,16 +310,26 @@ func (c *Cluster) DeployAgent(ctx context.Context, overlay, ref string) (string,
 	if err != nil {
 		return "", err
 	}
-	k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployAgent).
+	var images strings.Builder
+	for _, ref := range refs {
+		name, tag := ref, "latest"
+		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+			name, tag = ref[:i], ref[i+1:]
+		}
+		fmt.Fprintf(&images, "- name: registry.example/%s\n  newName: %s\n  newTag: %q\n", path.Base(name), name, tag)
+	}
+	env := fmt.Sprintf(`            env:
+            - name: KUBERNETES_SERVICE_HOST
+              value: %q
+            - name: KUBERNETES_SERVICE_PORT
+              value: %q`, u.Hostname(), u.Port())
+	k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployDKC).
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - %s
 images:
-- name: registry.example/kubectl-dkc-agent
-  newName: %s
-  newTag: %q
-patches:
+%spatches:
 - patch: |-
     apiVersion: apps/v1
     kind: DaemonSet
@@ -321,12 +341,20 @@ patches:
         spec:
           containers:
           - name: agent
-            env:
-            - name: KUBERNETES_SERVICE_HOST
-              value: %q
-            - name: KUBERNETES_SERVICE_PORT
-              value: %q
-`, rel, name, tag, u.Hostname(), u.Port())
+%s
+- patch: |-
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: dkc-controller
+      namespace: kube-system
+    spec:
+      template:
+        spec:
+          containers:
+          - name: controller
+%s
+`, rel, images.String(), env, env)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return "", err
 	}
@@ -334,7 +362,7 @@ patches:
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.Kubeconfig, "apply", "-k", dir).CombinedOutput()
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-k", dir).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("kubectl apply -k %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
 	}
