@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -59,11 +60,15 @@ type Options struct {
 	DriftCheckInterval time.Duration
 	MetricsBindAddress string
 	HealthBindAddress  string
+	// APIServerGracePeriod is how long the apiserver may be unreachable
+	// before /readyz reports not ready.
+	APIServerGracePeriod time.Duration
 	// RequireAdmissionPolicy makes the agent apply nothing until the
 	// admission policies confine its identity (dkcagent.Confinement).
 	RequireAdmissionPolicy bool
 
 	client        kubeclient.Interface
+	apiserver     *dkcagent.Reachability
 	reviewer      dkcagent.IdentityReviewer
 	kubeletClient *http.Client
 	genericiooptions.IOStreams
@@ -86,6 +91,7 @@ func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 		DriftCheckInterval:     dkcagent.DefaultDriftCheckInterval,
 		MetricsBindAddress:     "127.0.0.1:10390",
 		HealthBindAddress:      "127.0.0.1:10391",
+		APIServerGracePeriod:   dkcagent.DefaultAPIServerGracePeriod,
 		RequireAdmissionPolicy: true,
 		IOStreams:              streams,
 	}
@@ -158,7 +164,8 @@ the right config: at start it puts the checkpointed config in place.`,
 	fl.StringVar(&o.OnDrift, "on-drift", o.OnDrift, "What to do when the kubelet's config holds bytes the agent never wrote (kubeadm upgrade, config management): report (condition, Event, history) or reassert (also put the assigned config back through the restart and health gate).")
 	fl.DurationVar(&o.DriftCheckInterval, "drift-check-interval", o.DriftCheckInterval, "How often the agent compares the kubelet's config with its record when nothing else makes it sync.")
 	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
-	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz endpoint; \"0\" disables it.")
+	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz (liveness) and /readyz (readiness) endpoints; \"0\" disables them.")
+	fl.DurationVar(&o.APIServerGracePeriod, "apiserver-grace-period", o.APIServerGracePeriod, "How long the agent's requests to the apiserver may keep failing before /readyz reports not ready (503, naming the last error). /healthz stays ok, so that a control-plane outage restarts no agent, and the kubelet is left as it is either way.")
 	fl.BoolVar(&o.RequireAdmissionPolicy, "require-admission-policy", o.RequireAdmissionPolicy, "Apply no config until server-side dry-runs show that deploy/admission-policy.yaml confines the agent's credential (no write to another Node, no label on its own); checked at start and every 30s until then, and skipped for a node's own credential (system:node:NAME). false for apiservers without ValidatingAdmissionPolicy (before 1.30).")
 	return cmd
 }
@@ -216,6 +223,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--trial-duration must not be negative, got %s", o.TrialDuration)
 	case o.DriftCheckInterval < 0:
 		return fmt.Errorf("--drift-check-interval must be positive, got %s", o.DriftCheckInterval)
+	case o.APIServerGracePeriod <= 0:
+		return fmt.Errorf("--apiserver-grace-period must be positive, got %s", o.APIServerGracePeriod)
 	}
 	if o.OnDrift != "" && o.OnDrift != dkcagent.DriftReport && o.OnDrift != dkcagent.DriftReassert {
 		return fmt.Errorf("--on-drift must be %s or %s, got %q", dkcagent.DriftReport, dkcagent.DriftReassert, o.OnDrift)
@@ -231,22 +240,28 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Complete builds the client from kubectl's global flags.
+// Complete builds the clients from kubectl's global flags. Every request
+// of the apiserver clients tells o.apiserver whether it got through.
 func (o *Options) Complete(f RESTConfigGetter, _ *cobra.Command, _ []string) error {
 	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "kubectl-dkc-agent/" + version.Get().Version
-	o.client, err = kubeclient.NewForConfig(cfg)
+	o.apiserver = dkcagent.NewReachability(o.APIServerGracePeriod, clock.RealClock{},
+		klog.Background().WithName("agent").WithValues("node", o.NodeName))
+	apiCfg := rest.CopyConfig(cfg)
+	apiCfg.Wrap(o.apiserver.Wrap)
+	o.client, err = kubeclient.NewForConfig(apiCfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	if o.RequireAdmissionPolicy {
-		if o.reviewer, err = dkcagent.NewSelfSubjectReviewer(cfg); err != nil {
+		if o.reviewer, err = dkcagent.NewSelfSubjectReviewer(apiCfg); err != nil {
 			return err
 		}
 	}
+	// The kubelet's client: its requests say nothing of the apiserver.
 	o.kubeletClient, err = kubelet.NewKubeletClient(cfg, kubelet.KubeletTLS{
 		CAFile:     o.KubeletCAFile,
 		ServerName: o.KubeletServerName,
@@ -333,15 +348,21 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	health := http.NewServeMux()
+	// Liveness: ok while the agent runs, whatever the apiserver does, so
+	// that a control-plane outage restarts no agent across the fleet.
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 	})
+	// Readiness: not ready once the apiserver has been unreachable for
+	// --apiserver-grace-period.
+	health.Handle("/readyz", o.apiserver)
 	if err := o.serve(ctx, "health", o.HealthBindAddress, health); err != nil {
 		return err
 	}
 
 	logger.Info("Starting", "node", o.NodeName, "version", version.Get().Version, "applyMode", o.ApplyMode,
-		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "podReadyTimeout", o.PodReadyTimeout, "trialDuration", o.TrialDuration)
+		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "podReadyTimeout", o.PodReadyTimeout, "trialDuration", o.TrialDuration,
+		"apiserverGracePeriod", o.APIServerGracePeriod)
 	ready.status("Putting the checkpointed kubelet config in place")
 	return a.Run(ctx)
 }

@@ -13,7 +13,7 @@ func TestValidate(t *testing.T) {
 			NodeName: "n1", DynamicConfigDir: "/var/lib/dkc", KubeletConfig: "/var/lib/kubelet/config.yaml",
 			KubeletRootDir: "/var/lib/kubelet", ApplyMode: "replace", Restart: "systemd", SystemdUnit: "kubelet.service",
 			RestartTimeout: time.Minute, HealthTimeout: time.Minute, PodReadyTimeout: time.Minute, TrialDuration: 10 * time.Minute,
-			MetricsBindAddress: "127.0.0.1:10390", HealthBindAddress: "0",
+			MetricsBindAddress: "127.0.0.1:10390", HealthBindAddress: "0", APIServerGracePeriod: time.Minute,
 		}
 	}
 	tests := map[string]struct {
@@ -50,6 +50,10 @@ func TestValidate(t *testing.T) {
 		"zero health timeout":        {edit: func(o *Options) { o.HealthTimeout = 0 }, wantErr: "--health-timeout must be positive, got 0s"},
 		"negative pod ready timeout": {edit: func(o *Options) { o.PodReadyTimeout = -time.Second }, wantErr: "--pod-ready-timeout must be positive, got -1s"},
 		"negative trial":             {edit: func(o *Options) { o.TrialDuration = -time.Second }, wantErr: "--trial-duration must not be negative, got -1s"},
+		"zero apiserver grace period": {
+			edit:    func(o *Options) { o.APIServerGracePeriod = 0 },
+			wantErr: "--apiserver-grace-period must be positive, got 0s",
+		},
 		"bad metrics address": {
 			edit:    func(o *Options) { o.MetricsBindAddress = "10390" },
 			wantErr: `--metrics-bind-address must be host:port (or "0" to disable), got "10390"`,
