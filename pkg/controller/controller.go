@@ -7,13 +7,17 @@ import (
 	"io"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
+	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 )
 
@@ -25,6 +29,11 @@ import (
 type Controller struct {
 	Kube  kubernetes.Interface
 	Store *rollout.Store
+	// Pools are the NodeConfigPools of Store's namespace; nil: none are
+	// reconciled.
+	Pools *pool.Store
+	// Clock defaults to the real clock.
+	Clock clock.Clock
 	// Log receives a line per pod that a rollout's drain evicts.
 	Log io.Writer
 	// Options are the engine's options; Log is set from Log.
@@ -46,10 +55,13 @@ func NeedsDriver(r *rollout.Rollout) bool {
 	return st == rollout.Running || st != r.Status.State
 }
 
-// Run drives rollouts until ctx ends, and then waits for their engines to
-// stop.
+// Run drives rollouts and reconciles pools until ctx ends, and then waits
+// for the rollouts' engines to stop.
 func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
 	c.driving = map[string]bool{}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -72,21 +84,101 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("watch nodeconfigrollouts: %w", err)
 	}
 	c.indexer = inf.GetIndexer()
+	var p *pools
+	var nf informers.SharedInformerFactory
+	if c.Pools != nil {
+		var err error
+		if p, nf, err = c.watchPools(f, inf); err != nil {
+			return err
+		}
+		nf.Start(ctx.Done())
+		for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+			}
+		}
+	}
 	f.Start(ctx.Done())
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
 		}
 	}
-	logger.Info("Driving rollouts", "namespace", c.Store.Namespace)
+	logger.Info("Driving rollouts", "namespace", c.Store.Namespace, "pools", c.Pools != nil)
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
+		if p != nil {
+			p.queue.ShutDown()
+		}
 	}()
+	if p != nil {
+		p.enqueueAll()
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			for p.next(ctx) {
+			}
+		}()
+	}
 	for c.next(ctx) {
 	}
 	c.wg.Wait()
 	return ctx.Err()
+}
+
+// watchPools sets up the pools' reconciler on the rollouts' informer
+// factory f (rollouts is its rollouts' informer), with informers on pools
+// and on nodes (a factory of its own, returned to be started).
+func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, rollouts cache.SharedIndexInformer) (*pools, informers.SharedInformerFactory, error) {
+	p := &pools{c: c, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-pools"})}
+	poolInf := f.ForResource(pool.Resource).Informer()
+	if _, err := poolInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// A pool's selector decides which nodes the others may take.
+		AddFunc:    func(any) { p.enqueueAll() },
+		UpdateFunc: func(_, obj any) { p.enqueueAll() },
+		DeleteFunc: func(any) { p.enqueueAll() },
+	}); err != nil {
+		return nil, nil, fmt.Errorf("watch nodeconfigpools: %w", err)
+	}
+	onRollout := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if name := u.GetLabels()[pool.Label]; name != "" {
+				p.queue.Add(name)
+			} else {
+				p.enqueueAll() // its end may free nodes a pool waits for
+			}
+		}
+	}
+	if _, err := rollouts.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onRollout,
+		UpdateFunc: func(_, obj any) { onRollout(obj) },
+		DeleteFunc: onRollout,
+	}); err != nil {
+		return nil, nil, err
+	}
+	nf := informers.NewSharedInformerFactory(c.Kube, 0)
+	nodeInf := nf.Core().V1().Nodes().Informer()
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { p.enqueueAll() },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.Node)
+			n, ok2 := cur.(*corev1.Node)
+			if !ok1 || !ok2 || nodeChanged(o, n) {
+				p.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { p.enqueueAll() },
+	}); err != nil {
+		return nil, nil, fmt.Errorf("watch nodes: %w", err)
+	}
+	p.pools, p.rollouts, p.nodes = poolInf.GetIndexer(), rollouts.GetIndexer(), nodeInf.GetIndexer()
+	return p, nf, nil
 }
 
 func (c *Controller) next(ctx context.Context) bool {

@@ -24,6 +24,8 @@ var (
 	// ErrConflict means another client changed the rollout since it was
 	// read; read it again and retry.
 	ErrConflict = errors.New("rollout changed by another client")
+	// ErrExists means a rollout of that name exists already.
+	ErrExists = errors.New("it exists already")
 	// ErrNoCRD means the cluster does not serve NodeConfigRollouts:
 	// deploy/crds.yaml is not installed.
 	ErrNoCRD = errors.New("the cluster does not serve nodeconfigrollouts.kubectl-dkc.io: install dkc's CRDs with kubectl apply --server-side -k deploy/ (docs/install.md)")
@@ -105,7 +107,7 @@ func (s *Store) Create(ctx context.Context, r *Rollout, dryRun bool) (*Rollout, 
 	}
 	got, err := s.resource().Create(ctx, u, opts)
 	if apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create rollout %q: it exists already: choose another --name, or delete nodeconfigrollout %s -n %s", r.Name, r.Name, s.Namespace)
+		return nil, fmt.Errorf("create rollout %q: %w: choose another --name, or delete nodeconfigrollout %s -n %s", r.Name, ErrExists, r.Name, s.Namespace)
 	}
 	if err != nil {
 		return nil, wrap(err, "create", r.Name)

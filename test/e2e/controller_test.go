@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -380,4 +383,137 @@ func bind(t *testing.T, c *framework.Cluster, user, role string) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNodeConfigPool: GitOps on three real kubelets. A pool applied with
+// kubectl alone rolls its config out over the nodes it selects, with no dkc
+// process outside the cluster's controller; kubectl wait sees it Ready; a
+// change of its config rolls out as a second revision; and a node whose
+// labels come to match the pool gets its config.
+func TestNodeConfigPool(t *testing.T) {
+	c, names := rolloutCluster(t, nil)
+	ctx := context.Background()
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := userKubeconfig(t, c, framework.ControllerIdentity)
+	for _, id := range []string{"replica-1", "replica-2"} {
+		if _, err := c.StartController(dkcBinary, kubeconfig, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createConfigMap(t, c, "pool-a", maxPodsConfig(81))
+	createConfigMap(t, c, "pool-b", maxPodsConfig(82))
+	label := func(node, value string) {
+		t.Helper()
+		patch := `{"metadata":{"labels":{"pool":"` + value + `"}}}`
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(names[0], "workers")
+	label(names[1], "workers")
+	applyPool := func(config string) {
+		t.Helper()
+		manifest := `apiVersion: kubectl-dkc.io/v1alpha1
+kind: NodeConfigPool
+metadata:
+  name: workers
+  namespace: kube-system
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: workers
+  configSource:
+    configMap: {namespace: kube-system, name: ` + config + `, kubeletConfigKey: kubelet}
+  strategy:
+    maxUnavailable: 1
+    canary: 1
+`
+		kubectl(t, c, manifest, "apply", "--server-side", "-f", "-")
+	}
+	waitReady := func(generation int64) {
+		t.Helper()
+		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Ready", "ncp/workers", "--timeout=4m")
+		// kubectl wait reads the condition's observedGeneration: Ready of
+		// an older spec does not count.
+		out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.status.observedGeneration}")
+		if out != strconv.FormatInt(generation, 10) {
+			t.Fatalf("Ready at observedGeneration %s, want %d", out, generation)
+		}
+	}
+	active := func(config string, nodes ...string) {
+		t.Helper()
+		for _, n := range nodes {
+			waitStatus(t, c, n, 30*time.Second, "active "+config, func(st *corev1.NodeConfigStatus) bool {
+				return st != nil && isCM(st.Active, config) && st.Error == ""
+			})
+		}
+	}
+
+	t.Run("a pool applied with kubectl rolls its config out over the nodes it selects, and is Ready", func(t *testing.T) {
+		began := time.Now()
+		applyPool("pool-a")
+		waitReady(1)
+		active("pool-a", names[0], names[1])
+		if st := nodeStatus(t, c, names[2]); st != nil && st.Assigned != nil {
+			t.Errorf("node %s, which the pool does not select, was assigned %v", names[2], st.Assigned)
+		}
+		t.Logf("kubectl apply to Ready: %s", time.Since(began).Round(time.Millisecond))
+		t.Log(kubectl(t, c, "", "get", "-n", "kube-system", "nodeconfigpools,nodeconfigrollouts"))
+	})
+
+	t.Run("a changed config rolls out as the pool's next revision", func(t *testing.T) {
+		began := time.Now()
+		applyPool("pool-b")
+		waitReady(2)
+		active("pool-b", names[0], names[1])
+		out := kubectl(t, c, "", "get", "-n", "kube-system", "ncr", "-l", "kubectl-dkc.io/pool=workers",
+			"-o", `jsonpath={range .items[*]}{.metadata.name}={.status.state} {end}`)
+		for _, want := range []string{"workers-1=Done", "workers-2=Done"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the pool's rollouts %q: want %s", out, want)
+			}
+		}
+		t.Logf("kubectl apply of a new config to Ready: %s", time.Since(began).Round(time.Millisecond))
+	})
+
+	t.Run("a node whose labels come to match the pool gets its config", func(t *testing.T) {
+		label(names[2], "workers")
+		active("pool-b", names[2])
+		waitReady(2)
+		out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.status.nodes.selected} {.status.nodes.updated}")
+		if out != "3 3" {
+			t.Errorf("selected and updated %q, want 3 3", out)
+		}
+		if _, err := kubectlRun(c, "", "get", "-n", "kube-system", "ncr/workers-2-2"); err != nil {
+			t.Errorf("the joining node's rollout workers-2-2: %v", err)
+		}
+	})
+}
+
+// kubectl runs the pinned kubectl as the admin of c, with stdin, and
+// returns its stdout; it fails the test on an error.
+func kubectl(t *testing.T, c *framework.Cluster, stdin string, args ...string) string {
+	t.Helper()
+	out, err := kubectlRun(c, stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func kubectlRun(c *framework.Cluster, stdin string, args ...string) (string, error) {
+	bin, err := framework.Kubectl()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return stdout.String(), nil
 }

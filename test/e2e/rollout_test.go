@@ -204,6 +204,7 @@ func TestRollout(t *testing.T) {
 
 	t.Run("back to local, driven by one client and followed by another with status -w", func(t *testing.T) {
 		bg := startDKCBackground(t, c, "rollout", "start", "--to-local", "--all", "--name", "local", "--max-unavailable", "34%", "--wait")
+		bg.waitForLine(t, 30*time.Second, func(l string) bool { return l == "rollout/local Running" })
 		w := dkc(t, c, "", "rollout", "status", "local", "-w", "--timeout", "3m")
 		if w.ExitCode != 0 {
 			t.Errorf("status -w: exit %d", w.ExitCode)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
+	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 )
 
@@ -55,7 +56,9 @@ func NewCmdController(f genericclioptions.RESTClientGetter, streams genericioopt
 		Short: "Drive rollouts in the cluster (run by deploy/'s Deployment)",
 		Long: `Drive the NodeConfigRollouts of the config namespace (-n, default
 kube-system) from inside the cluster, so that no operator's process has to
-stay alive while a rollout runs.
+stay alive while a rollout runs, and reconcile its NodeConfigPools: each
+change of a pool's config becomes a rollout of the pool's nodes, and a node
+that joins a pool later gets its config under the pool's strategy.
 
 Its replicas elect one leader through the Lease ` + controller.LeaseName + `
 in the config namespace; the others stand by and take over within
@@ -151,6 +154,7 @@ func (o *Options) Run(ctx context.Context) error {
 	c := &controller.Controller{
 		Kube:  o.Kube,
 		Store: &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
+		Pools: &pool.Store{Client: o.Dynamic, Namespace: o.Namespace},
 		Log:   o.ErrOut,
 	}
 	e := &controller.Election{

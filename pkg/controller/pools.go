@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/pool"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// pools reconciles the NodeConfigPools of the namespace: for each, it
+// reads the pool, the nodes, the pool's rollouts and its config's bytes,
+// asks pool.Decide what to do, and does it: create a rollout, abort a
+// superseded one, pause or resume one, write the pool's status.
+type pools struct {
+	c        *Controller
+	queue    workqueue.TypedRateLimitingInterface[string]
+	pools    cache.Indexer
+	rollouts cache.Indexer
+	nodes    cache.Indexer
+}
+
+// enqueueAll looks at every pool again: a node changed.
+func (p *pools) enqueueAll() {
+	for _, obj := range p.pools.List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			p.queue.Add(u.GetName())
+		}
+	}
+}
+
+// nodeChanged reports whether a Node's update can change a pool's
+// decision or counts: its labels, dkc's annotations, readiness or
+// schedulability. Heartbeats alone do not.
+func nodeChanged(old, cur *corev1.Node) bool {
+	if !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable || rollout.IsReady(old) != rollout.IsReady(cur) {
+		return true
+	}
+	return !apiequality.Semantic.DeepEqual(old.Spec.ConfigSource, cur.Spec.ConfigSource) ||
+		!apiequality.Semantic.DeepEqual(old.Status.Config, cur.Status.Config)
+}
+
+func (p *pools) next(ctx context.Context) bool {
+	name, shutdown := p.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer p.queue.Done(name)
+	if err := p.reconcile(ctx, name); err != nil {
+		klog.FromContext(ctx).Error(err, "Reconciling pool failed; retrying", "pool", name)
+		p.queue.AddRateLimited(name)
+		return true
+	}
+	p.queue.Forget(name)
+	return true
+}
+
+func (p *pools) reconcile(ctx context.Context, name string) error {
+	ns := p.c.Store.Namespace
+	obj, exists, err := p.pools.GetByKey(ns + "/" + name)
+	if err != nil || !exists {
+		return err
+	}
+	cur, err := pool.Decode(obj.(*unstructured.Unstructured))
+	if err != nil {
+		return err
+	}
+	in := pool.Input{Pool: cur, Now: p.c.Clock.Now()}
+	for _, o := range p.pools.List() {
+		if other, err := pool.Decode(o.(*unstructured.Unstructured)); err == nil {
+			in.Others = append(in.Others, other)
+		}
+	}
+	for _, o := range p.nodes.List() {
+		in.Nodes = append(in.Nodes, o.(*corev1.Node))
+	}
+	for _, o := range p.rollouts.List() {
+		r, err := rollout.Decode(o.(*unstructured.Unstructured))
+		if err != nil {
+			continue
+		}
+		if r.Labels[pool.Label] == name {
+			in.Rollouts = append(in.Rollouts, r)
+		} else {
+			in.Foreign = append(in.Foreign, r)
+		}
+	}
+	in.Payload, in.PayloadErr = p.payload(ctx, cur)
+
+	out := pool.Decide(in)
+	logger := klog.FromContext(ctx).WithValues("pool", name)
+	var errs []error
+	for _, r := range out.Abort {
+		if _, err := p.c.Store.Request(ctx, r, rollout.Aborted, rollout.Running, rollout.Paused, rollout.Halted); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		logger.Info("Aborted rollout of an older revision", "rollout", r)
+	}
+	for _, r := range out.Pause {
+		if _, err := p.c.Store.Request(ctx, r, rollout.Paused, rollout.Running); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range out.Resume {
+		if _, err := p.c.Store.Request(ctx, r, rollout.Running, rollout.Paused); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if out.Create != nil {
+		created, err := p.c.Store.Create(ctx, out.Create, false)
+		switch {
+		case err == nil:
+			logger.Info("Created rollout", "rollout", created.Name, "revision", out.Status.Revision, "nodes", len(created.Spec.Nodes))
+		case errors.Is(err, rollout.ErrExists):
+			// Created by this controller before it died, or by the leader
+			// before this one: the informer has not shown it yet.
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if !apiequality.Semantic.DeepEqual(cur.Status, out.Status) {
+		next := cur.DeepCopy()
+		next.Status = out.Status
+		if _, err := p.c.Pools.UpdateStatus(ctx, next); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// payload reads the bytes of cur's config.
+func (p *pools) payload(ctx context.Context, cur *pool.Pool) ([]byte, error) {
+	ref := cur.Spec.ConfigSource.ConfigMap
+	if ref == nil {
+		return nil, errors.New("spec.configSource names no configMap")
+	}
+	cm, err := p.c.Kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get configmap %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return source.Payload(cm, ref.KubeletConfigKey)
+}

@@ -1,0 +1,350 @@
+package pool
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// DefaultDrainTimeout is how long a pool's drain waits for one node's pods.
+const DefaultDrainTimeout = 5 * time.Minute
+
+// maxConflictNames bounds status.conflictingNodes.
+const maxConflictNames = 10
+
+// Input is what the controller read for one pool.
+type Input struct {
+	Pool *Pool
+	// Others are the other pools of the namespace.
+	Others []*Pool
+	Nodes  []*corev1.Node
+	// Rollouts are the pool's rollouts (Label).
+	Rollouts []*rollout.Rollout
+	// Foreign are the other rollouts of the namespace: a node that an
+	// unfinished one covers waits for it.
+	Foreign []*rollout.Rollout
+	// Payload is the config's bytes, or PayloadErr why they are not there.
+	Payload    []byte
+	PayloadErr error
+	Now        time.Time
+}
+
+// Output is what the controller does for the pool.
+type Output struct {
+	// Create is a rollout to create, or nil.
+	Create *rollout.Rollout
+	// Abort names rollouts of an older revision still under way: a new
+	// revision supersedes them.
+	Abort []string
+	// Pause and Resume name the pool's rollouts whose spec.paused must
+	// follow the pool's.
+	Pause, Resume []string
+	// Status is the pool's status to write.
+	Status Status
+}
+
+// Decide returns what the controller does for in.Pool. It is a function of
+// its input alone.
+func Decide(in Input) Output {
+	p := in.Pool
+	out := Output{Status: Status{
+		ObservedGeneration: p.Generation,
+		Conditions:         slices.Clone(p.Status.Conditions),
+		Revision:           p.Status.Revision,
+		CurrentRollout:     p.Status.CurrentRollout,
+		Digest:             p.Status.Digest,
+	}}
+	st := &out.Status
+	target := p.Spec.ConfigSource.DeepCopy()
+
+	selected, conflicts, err := selectNodes(p, in.Others, in.Nodes)
+	if err != nil {
+		return stalled(out, in.Now, "InvalidSelector", err.Error())
+	}
+	st.Nodes.Conflicting = int32(len(conflicts))
+	if len(conflicts) > 0 {
+		st.ConflictingNodes = conflicts[:min(len(conflicts), maxConflictNames)]
+	}
+
+	if ns := target.ConfigMap.Namespace; ns != p.Namespace {
+		return stalled(out, in.Now, "ConfigOutsideNamespace", fmt.Sprintf("spec.configSource names a ConfigMap in namespace %q: it must be in the pool's namespace %q, the config namespace whose ConfigMaps the agents read", ns, p.Namespace))
+	}
+	if in.PayloadErr != nil {
+		return stalled(out, in.Now, "ConfigUnavailable", in.PayloadErr.Error())
+	}
+	pin := source.NewPin(target, in.Payload, p.Spec.AllowUnsafe)
+	if p.Spec.Digest != "" && p.Spec.Digest != pin.Digest {
+		return stalled(out, in.Now, "DigestMismatch", fmt.Sprintf("configmap %s/%s holds %s under %q, not spec.digest %s: the ConfigMap changed, or spec.digest names other bytes",
+			target.ConfigMap.Namespace, target.ConfigMap.Name, source.ShortDigest(pin.Digest), target.ConfigMap.KubeletConfigKey, source.ShortDigest(p.Spec.Digest)))
+	}
+	st.Digest = pin.Digest
+
+	// Counts, and the nodes that do not hold the config yet.
+	var needs []corev1.Node
+	for _, n := range selected {
+		o, err := rollout.Observe(n, target, pin)
+		if err != nil {
+			continue
+		}
+		st.Nodes.Selected++
+		if o.Running {
+			st.Nodes.Updated++
+		}
+		if o.Available() {
+			st.Nodes.Available++
+		}
+		if o.Error != "" {
+			st.Nodes.Failed++
+		}
+		if !o.Assigned {
+			needs = append(needs, *n)
+		}
+	}
+	busy := map[string]string{}
+	for _, r := range in.Foreign {
+		if r.State().Terminal() || r.Labels[Label] == p.Name {
+			continue
+		}
+		for _, n := range r.Spec.Nodes {
+			busy[n] = r.Name
+		}
+	}
+	var held []string
+	needs = slices.DeleteFunc(needs, func(n corev1.Node) bool {
+		if r, ok := busy[n.Name]; ok {
+			held = append(held, "node/"+n.Name+" (rollout "+r+")")
+			return true
+		}
+		return false
+	})
+
+	// The revision: the newest rollout's, when it rolls this config out;
+	// else the next one.
+	revs := byRevision(in.Rollouts)
+	rev := int64(1)
+	var current []*rollout.Rollout
+	if len(revs) > 0 {
+		newest := revs[len(revs)-1]
+		rev = newest.rev
+		if !sameConfig(newest.rollouts[0], target, pin) {
+			rev++
+		} else {
+			current = newest.rollouts
+		}
+	}
+	st.Revision = rev
+
+	// An older revision still under way is superseded; the pool's paused
+	// flag governs the current one.
+	for _, r := range revs {
+		for _, ro := range r.rollouts {
+			state := ro.State()
+			switch {
+			case r.rev != rev && !state.Terminal():
+				out.Abort = append(out.Abort, ro.Name)
+			case r.rev == rev && p.Spec.Paused && state == rollout.Running:
+				out.Pause = append(out.Pause, ro.Name)
+			case r.rev == rev && !p.Spec.Paused && state == rollout.Paused:
+				out.Resume = append(out.Resume, ro.Name)
+			}
+		}
+	}
+
+	var latest *rollout.Rollout
+	if len(current) > 0 {
+		latest = current[len(current)-1]
+		st.CurrentRollout = latest.Name
+	}
+	switch {
+	case latest != nil && !latest.State().Terminal():
+		return reconciling(out, in.Now, "RollingOut", fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected))
+	case latest != nil && (latest.State() == rollout.Halted || latest.State() == rollout.Aborted) && generationOf(latest) >= p.Generation:
+		return stalled(out, in.Now, "Rollout"+string(latest.State()), fmt.Sprintf("rollout %s of revision %d is %s: %s; fix the config and change the pool's spec to roll out again, or undo it with kubectl dkc rollout undo %s",
+			latest.Name, rev, latest.State(), orNone(latest.Status.Reason), latest.Name))
+	case len(held) > 0 && len(needs) == 0:
+		return reconciling(out, in.Now, "WaitingForOtherRollouts", fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
+	case len(needs) > 0 && p.Spec.Paused:
+		return reconciling(out, in.Now, "Paused", fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", len(needs), st.Nodes.Selected, rev))
+	case len(needs) > 0:
+		out.Create = newRollout(p, rev, len(current), target, pin, needs)
+		st.CurrentRollout = out.Create.Name
+		return reconciling(out, in.Now, "RollingOut", fmt.Sprintf("rollout %s of revision %d: %d nodes", out.Create.Name, rev, len(needs)))
+	case st.Nodes.Updated < st.Nodes.Selected:
+		return reconciling(out, in.Now, "Applying", fmt.Sprintf("%d of %d nodes run revision %d", st.Nodes.Updated, st.Nodes.Selected, rev))
+	}
+	return settle(out, in.Now, Ready, "Updated", fmt.Sprintf("%d nodes run revision %d", st.Nodes.Selected, rev))
+}
+
+// selectNodes returns the nodes p's selector picks and no other pool's
+// does, and the names of those another pool picks too.
+func selectNodes(p *Pool, others []*Pool, nodes []*corev1.Node) ([]*corev1.Node, []string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spec.nodeSelector: %w", err)
+	}
+	var otherSels []labels.Selector
+	for _, o := range others {
+		if o.Name == p.Name {
+			continue
+		}
+		if s, err := metav1.LabelSelectorAsSelector(&o.Spec.NodeSelector); err == nil {
+			otherSels = append(otherSels, s)
+		}
+	}
+	var picked []*corev1.Node
+	var conflicts []string
+	for _, n := range nodes {
+		set := labels.Set(n.Labels)
+		if !sel.Matches(set) {
+			continue
+		}
+		if slices.ContainsFunc(otherSels, func(s labels.Selector) bool { return s.Matches(set) }) {
+			conflicts = append(conflicts, n.Name)
+			continue
+		}
+		picked = append(picked, n)
+	}
+	slices.Sort(conflicts)
+	return picked, conflicts, nil
+}
+
+// revision is one revision's rollouts, oldest first.
+type revision struct {
+	rev      int64
+	rollouts []*rollout.Rollout
+}
+
+// byRevision groups rollouts by RevisionLabel, oldest revision first; a
+// rollout without a valid revision is left out.
+func byRevision(rollouts []*rollout.Rollout) []revision {
+	m := map[int64][]*rollout.Rollout{}
+	for _, r := range rollouts {
+		n, err := strconv.ParseInt(r.Labels[RevisionLabel], 10, 64)
+		if err != nil || n < 1 {
+			continue
+		}
+		m[n] = append(m[n], r)
+	}
+	var out []revision
+	for n, rs := range m {
+		slices.SortFunc(rs, func(a, b *rollout.Rollout) int {
+			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		out = append(out, revision{rev: n, rollouts: rs})
+	}
+	slices.SortFunc(out, func(a, b revision) int { return int(a.rev - b.rev) })
+	return out
+}
+
+// sameConfig reports whether r rolls out target pinned by pin.
+func sameConfig(r *rollout.Rollout, target *corev1.NodeConfigSource, pin *source.Pin) bool {
+	return source.Equal(r.Spec.Config, target) && r.Spec.Pin.Equal(pin)
+}
+
+func generationOf(r *rollout.Rollout) int64 {
+	n, _ := strconv.ParseInt(r.Annotations[GenerationAnnotation], 10, 64)
+	return n
+}
+
+// RolloutName names the rollout of pool's revision rev that follows n
+// earlier rollouts of it: POOL-REV, then POOL-REV-2, POOL-REV-3 for nodes
+// that joined later. The names are fixed, so that a controller that died
+// after creating one does not create another.
+func RolloutName(pool string, rev int64, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("%s-%d", pool, rev)
+	}
+	return fmt.Sprintf("%s-%d-%d", pool, rev, n+1)
+}
+
+// newRollout is the rollout of nodes to target under p's strategy.
+func newRollout(p *Pool, rev int64, earlier int, target *corev1.NodeConfigSource, pin *source.Pin, nodes []corev1.Node) *rollout.Rollout {
+	s := p.Spec.Strategy
+	maxUnavailable := intstr.FromInt32(1)
+	if s.MaxUnavailable != nil {
+		maxUnavailable = *s.MaxUnavailable
+	}
+	canary := 1
+	if s.Canary != nil {
+		canary = int(*s.Canary)
+	}
+	order := rollout.Order(nodes, s.OrderByLabel)
+	spec := rollout.Spec{
+		Config: target, Pin: pin, Nodes: order,
+		Selector:       metav1.FormatLabelSelector(&p.Spec.NodeSelector),
+		MaxUnavailable: maxUnavailable, Canary: canary, Soak: s.Soak, OrderByLabel: s.OrderByLabel,
+		DrainOptions: rollout.DrainSpec{Timeout: metav1.Duration{Duration: DefaultDrainTimeout}},
+	}
+	if s.Drain {
+		spec.Drain = order
+	}
+	if spec.Selector == labels.Everything().String() {
+		spec.Selector = ""
+	}
+	r := rollout.New(p.Namespace, RolloutName(p.Name, rev, earlier), spec)
+	r.Labels = map[string]string{Label: p.Name, RevisionLabel: strconv.FormatInt(rev, 10)}
+	r.Annotations = map[string]string{GenerationAnnotation: strconv.FormatInt(p.Generation, 10)}
+	r.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: status.SchemeGroupVersion.String(), Kind: Kind, Name: p.Name, UID: p.UID, Controller: ptr.To(true),
+	}}
+	return r
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason recorded"
+	}
+	return s
+}
+
+// stalled sets the conditions of a pool that cannot go on by itself.
+func stalled(out Output, now time.Time, reason, msg string) Output {
+	return settle(out, now, Stalled, reason, msg)
+}
+
+// reconciling sets the conditions of a pool whose rollout is under way.
+func reconciling(out Output, now time.Time, reason, msg string) Output {
+	return settle(out, now, Reconciling, reason, msg)
+}
+
+// settle sets condition typ True with reason and msg, and the other two
+// False: Ready with the same message (why the pool is not Ready), the last
+// with none.
+func settle(out Output, now time.Time, typ, reason, msg string) Output {
+	for _, c := range []string{Ready, Reconciling, Stalled} {
+		status, m := metav1.ConditionFalse, ""
+		switch {
+		case c == typ:
+			status, m = metav1.ConditionTrue, msg
+		case c == Ready:
+			m = msg
+		}
+		setCondition(&out.Status, c, status, reason, m, out.Status.ObservedGeneration, now)
+	}
+	return out
+}
+
+// setCondition sets condition typ, keeping its transition time when its
+// status does not change.
+func setCondition(st *Status, typ string, status metav1.ConditionStatus, reason, msg string, generation int64, now time.Time) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
+	})
+}

@@ -1,0 +1,261 @@
+package pool
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+var now = time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)
+
+func ref(name string) *corev1.NodeConfigSource {
+	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet"}}
+}
+
+func newPool(name, config string, selector map[string]string) *Pool {
+	return &Pool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Generation: 1, UID: "uid-" + types.UID(name)},
+		Spec:       Spec{NodeSelector: metav1.LabelSelector{MatchLabels: selector}, ConfigSource: *ref(config)},
+	}
+}
+
+// node returns a Ready node with labels, assigned config (pinned to its
+// payload) when config is not empty, and running it when active.
+func node(name string, labels map[string]string, config string, active bool) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	if config == "" {
+		return n
+	}
+	src := ref(config)
+	b, _ := json.Marshal(src)
+	n.Annotations[source.AssignedAnnotation] = string(b)
+	pin, _ := json.Marshal(source.NewPin(src, []byte(config), nil))
+	n.Annotations[source.PinAnnotation] = string(pin)
+	if active {
+		st := struct {
+			corev1.NodeConfigStatus
+			Pin *source.Pin `json:"pin"`
+		}{corev1.NodeConfigStatus{Assigned: src, Active: src}, source.NewPin(src, []byte(config), nil)}
+		b, _ := json.Marshal(st)
+		n.Annotations[source.StatusAnnotation] = string(b)
+	}
+	return n
+}
+
+// poolRollout is rollout name of pool p's revision rev to config, in state.
+func poolRollout(p *Pool, name string, rev int, config string, state rollout.State, generation int64, nodes ...string) *rollout.Rollout {
+	r := rollout.New("kube-system", name, rollout.Spec{Config: ref(config), Pin: source.NewPin(ref(config), []byte(config), nil), Nodes: nodes, MaxUnavailable: intstr.FromInt32(1)})
+	r.Labels = map[string]string{Label: p.Name, RevisionLabel: strconv.Itoa(rev)}
+	r.Annotations = map[string]string{GenerationAnnotation: strconv.FormatInt(generation, 10)}
+	r.Status.State = state
+	if state == rollout.Aborted {
+		r.Spec.Aborted = true
+	}
+	r.CreationTimestamp = metav1.NewTime(now.Add(time.Duration(rev) * time.Minute))
+	return r
+}
+
+func TestDecide(t *testing.T) {
+	workers := map[string]string{"pool": "workers"}
+	for name, tc := range map[string]struct {
+		in     func(p *Pool) Input
+		create []string // the nodes of the rollout created, in order; nil: none
+		name   string   // its name
+		abort  []string
+		pause  []string
+		resume []string
+		cond   string // the condition that is True
+		reason string
+		counts Counts
+	}{
+		"a new pool rolls its config out over the nodes it selects, and only those": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{
+					node("n2", workers, "", false), node("n1", workers, "", false), node("other", nil, "", false),
+				}}
+			},
+			create: []string{"n1", "n2"}, name: "workers-1",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Available: 2},
+		},
+		"a pool whose nodes all run its config is Ready, and creates nothing": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "a", true), node("n2", workers, "a", true)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1", "n2")}}
+			},
+			cond: Ready, reason: "Updated", counts: Counts{Selected: 2, Updated: 2, Available: 2},
+		},
+		"while its rollout runs, the pool waits": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "a", true), node("n2", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1", "n2")}}
+			},
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Updated: 1, Available: 2},
+		},
+		"a changed config is a new revision, and supersedes the one under way": {
+			in: func(p *Pool) Input {
+				p.Spec.ConfigSource = *ref("b")
+				return Input{Pool: p, Payload: []byte("b"), Nodes: []*corev1.Node{node("n1", workers, "a", true), node("n2", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1", "n2")}}
+			},
+			create: []string{"n1", "n2"}, name: "workers-2", abort: []string{"workers-1"},
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Available: 2},
+		},
+		"a node that joins after its revision rolled out gets it in a rollout of its own": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "a", true), node("n3", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			create: []string{"n3"}, name: "workers-1-2",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Updated: 1, Available: 2},
+		},
+		"a node that another pool selects too is reported, and neither pool touches it": {
+			in: func(p *Pool) Input {
+				other := newPool("gpu", "g", map[string]string{"gpu": "true"})
+				both := map[string]string{"pool": "workers", "gpu": "true"}
+				return Input{Pool: p, Others: []*Pool{p, other}, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n9", both, "", false)}}
+			},
+			create: []string{"n1"}, name: "workers-1",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1, Conflicting: 1},
+		},
+		"a halted rollout stalls its revision until the pool's spec changes": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Halted, 1, "n1")}}
+			},
+			cond: Stalled, reason: "RolloutHalted", counts: Counts{Selected: 1, Available: 1},
+		},
+		"after a halt, a change of the pool's spec tries again": {
+			in: func(p *Pool) Input {
+				p.Generation = 2
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Halted, 1, "n1")}}
+			},
+			create: []string{"n1"}, name: "workers-1-2",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
+		},
+		"an aborted rollout stalls its revision too": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Aborted, 1, "n1")}}
+			},
+			cond: Stalled, reason: "RolloutAborted", counts: Counts{Selected: 1, Available: 1},
+		},
+		"bytes that differ from spec.digest stall the pool, and nothing is created": {
+			in: func(p *Pool) Input {
+				p.Spec.Digest = source.Digest([]byte("what git holds"))
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			cond: Stalled, reason: "DigestMismatch",
+		},
+		"a config outside the pool's namespace stalls the pool: no agent could read it": {
+			in: func(p *Pool) Input {
+				p.Spec.ConfigSource.ConfigMap.Namespace = "default"
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			cond: Stalled, reason: "ConfigOutsideNamespace",
+		},
+		"a config that cannot be read stalls the pool": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, PayloadErr: errors.New(`configmaps "a" not found`), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			cond: Stalled, reason: "ConfigUnavailable",
+		},
+		"a paused pool starts nothing, and pauses its rollout": {
+			in: func(p *Pool) Input {
+				p.Spec.Paused = true
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1")}}
+			},
+			pause: []string{"workers-1"},
+			cond:  Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
+		},
+		"an unpaused pool resumes its rollout": {
+			in: func(p *Pool) Input {
+				r := poolRollout(p, "workers-1", 1, "a", rollout.Paused, 1, "n1")
+				r.Spec.Paused = true
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}, Rollouts: []*rollout.Rollout{r}}
+			},
+			resume: []string{"workers-1"},
+			cond:   Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
+		},
+		"a node that another unfinished rollout covers waits for it": {
+			in: func(p *Pool) Input {
+				manual := rollout.New("kube-system", "by-hand", rollout.Spec{Config: ref("x"), Nodes: []string{"n2"}, MaxUnavailable: intstr.FromInt32(1)})
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n2", workers, "", false)},
+					Foreign: []*rollout.Rollout{manual}}
+			},
+			create: []string{"n1"}, name: "workers-1",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Available: 2},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPool("workers", "a", workers)
+			in := tc.in(p)
+			in.Now = now
+			out := Decide(in)
+			var created []string
+			if out.Create != nil {
+				created = out.Create.Spec.Nodes
+				if out.Create.Name != tc.name {
+					t.Errorf("created %s, want %s", out.Create.Name, tc.name)
+				}
+				if got := out.Create.Labels[Label]; got != "workers" {
+					t.Errorf("created rollout's pool label %q", got)
+				}
+				if !out.Create.Spec.Pin.Equal(source.NewPin(&p.Spec.ConfigSource, in.Payload, nil)) {
+					t.Errorf("created rollout pins %v, want the payload's digest", out.Create.Spec.Pin)
+				}
+				if ow := out.Create.OwnerReferences; len(ow) != 1 || ow[0].Kind != Kind || !ptr.Deref(ow[0].Controller, false) {
+					t.Errorf("created rollout's owner %+v, want the pool", ow)
+				}
+			}
+			if diff := cmp.Diff(tc.create, created); diff != "" {
+				t.Errorf("rollout nodes (-want +got):\n%s", diff)
+			}
+			for what, pair := range map[string][2][]string{"abort": {tc.abort, out.Abort}, "pause": {tc.pause, out.Pause}, "resume": {tc.resume, out.Resume}} {
+				if diff := cmp.Diff(pair[0], pair[1]); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", what, diff)
+				}
+			}
+			for _, typ := range []string{Ready, Reconciling, Stalled} {
+				want := metav1.ConditionFalse
+				if typ == tc.cond {
+					want = metav1.ConditionTrue
+				}
+				c := meta.FindStatusCondition(out.Status.Conditions, typ)
+				if c == nil || c.Status != want {
+					t.Errorf("condition %s = %+v, want %s", typ, c, want)
+				}
+				if typ == tc.cond && c != nil && c.Reason != tc.reason {
+					t.Errorf("condition %s reason %s, want %s (%s)", typ, c.Reason, tc.reason, c.Message)
+				}
+			}
+			if out.Status.ObservedGeneration != p.Generation {
+				t.Errorf("observedGeneration %d, want %d", out.Status.ObservedGeneration, p.Generation)
+			}
+			if diff := cmp.Diff(tc.counts, out.Status.Nodes); diff != "" {
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+			if tc.counts.Conflicting > 0 && !strings.Contains(strings.Join(out.Status.ConflictingNodes, ","), "n9") {
+				t.Errorf("conflicting nodes %v, want n9", out.Status.ConflictingNodes)
+			}
+		})
+	}
+}
