@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
@@ -40,6 +41,9 @@ const (
 	fleetRestart        = 2 * time.Second // DKC_BENCH_FLEET_RESTART
 	fleetGate           = 1 * time.Second // DKC_BENCH_FLEET_GATE
 	fleetMaxUnavailable = "10%"           // DKC_BENCH_FLEET_MAX_UNAVAILABLE
+	// DKC_BENCH_FLEET_DRIVER: "cli" (default), `rollout start --wait`
+	// drives the rollout; "controller", a `kubectl dkc controller` process
+	// does, and `rollout status -w` follows it.
 )
 
 // fleetLocal is the simulated kubelets' local config; the rollout moves
@@ -50,7 +54,9 @@ const (
 )
 
 // BenchmarkFleetRollout rolls a kubelet config out over 1000 simulated
-// nodes with `kubectl dkc rollout start --max-unavailable 10% --wait`.
+// nodes with `kubectl dkc rollout start --max-unavailable 10% --wait`, or,
+// with DKC_BENCH_FLEET_DRIVER=controller, with `rollout start` driven by a
+// `kubectl dkc controller` process and followed by `rollout status -w`.
 //
 // Each node is a Node object on a real kube-apiserver v1.36.3 (no kubelet),
 // and a real dkc agent loop (pkg/agent), in this process, with its own
@@ -77,6 +83,13 @@ func BenchmarkFleetRollout(b *testing.B) {
 	maxUnavailable := os.Getenv("DKC_BENCH_FLEET_MAX_UNAVAILABLE")
 	if maxUnavailable == "" {
 		maxUnavailable = fleetMaxUnavailable
+	}
+	driver := os.Getenv("DKC_BENCH_FLEET_DRIVER")
+	if driver == "" {
+		driver = "cli"
+	}
+	if driver != "cli" && driver != "controller" {
+		b.Fatalf("DKC_BENCH_FLEET_DRIVER=%s: want cli or controller", driver)
 	}
 	mu, err := rollout.ParseMaxUnavailable(maxUnavailable)
 	if err != nil {
@@ -135,11 +148,26 @@ func BenchmarkFleetRollout(b *testing.B) {
 	agentReqBefore := fleet.requests.snapshot()
 	cpuBefore := processCPU()
 
-	args := []string{"rollout", "start", "--config", "fleet-target", "--all",
-		"--max-unavailable", maxUnavailable, "--canary", "0", "--wait", "--timeout", "30m"}
+	var ctl *framework.Controller
+	if driver == "controller" {
+		if ctl, err = startBenchController(ctx, b, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	args := []string{"rollout", "start", "--config", "fleet-target", "--all", "--name", "fleet",
+		"--max-unavailable", maxUnavailable, "--canary", "0"}
+	if driver == "cli" {
+		args = append(args, "--wait", "--timeout", "30m")
+	}
 	b.StartTimer()
 	began := time.Now()
 	out, wall, err := runTimed(c.Kubeconfig, append([]string{dkcBinary}, args...)...)
+	if err == nil && driver == "controller" {
+		var follow string
+		follow, _, err = runTimed(c.Kubeconfig, dkcBinary, "rollout", "status", "fleet", "-w", "--timeout", "30m")
+		out += follow
+		wall = time.Since(began)
+	}
 	b.StopTimer()
 	if err != nil {
 		b.Fatalf("kubectl dkc %s: %v", strings.Join(args, " "), err)
@@ -187,7 +215,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	ideal := time.Duration(math.Ceil(float64(n)/float64(budget))) * (restart + gate)
 	ratio := wall.Seconds() / ideal.Seconds()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "nodes %d, --max-unavailable %s (budget %d), restart %s, gate %s\n", n, maxUnavailable, budget, restart, gate)
+	fmt.Fprintf(&sb, "nodes %d, --max-unavailable %s (budget %d), restart %s, gate %s, driven by the %s\n", n, maxUnavailable, budget, restart, gate, driver)
 	fmt.Fprintf(&sb, "rollout wall time      %s\n", wall.Round(time.Millisecond))
 	fmt.Fprintf(&sb, "ideal ceil(N/budget)*(r+g) %s\n", ideal)
 	fmt.Fprintf(&sb, "ratio                  %.2f (goal <= 1.2)\n", ratio)
@@ -202,6 +230,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "agents' Go heap        idle %.1f MiB, after the rollout %.1f MiB (%.0f KiB per agent)\n",
 		mib(heapIdle-heapBefore), mib(heapAfter-heapBefore), float64(heapAfter-heapBefore)/1024/float64(n))
 	fmt.Fprintf(&sb, "process RSS            %.0f MiB\n", mib(rssBytes()))
+	if ctl != nil {
+		fmt.Fprintf(&sb, "controller peak RSS    %.0f MiB\n", mib(peakRSS(ctl.PID())))
+		b.ReportMetric(mib(peakRSS(ctl.PID())), "controller-peak-rss-MiB")
+	}
 	busy := cpu.self + cpu.children + apiCPU
 	fmt.Fprintf(&sb, "CPU during the rollout agents (this process) %.1f s, CLI %.1f s, apiserver %.1f s: %.2f of the machine's %d cores on average\n",
 		cpu.self.Seconds(), cpu.children.Seconds(), apiCPU.Seconds(), busy.Seconds()/wall.Seconds(), runtime.NumCPU())
@@ -541,6 +573,48 @@ func rssBytes() int64 {
 }
 
 func mib(v int64) float64 { return float64(v) / (1 << 20) }
+
+// peakRSS is process pid's peak resident set (VmHWM), 0 when unknown.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kib int64
+		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kib); err == nil {
+			return kib << 10
+		}
+	}
+	return 0
+}
+
+// startBenchController runs a dkc controller for c, as the identity of
+// deploy/controller.yaml, and waits until it leads.
+func startBenchController(ctx context.Context, b *testing.B, c *framework.Cluster) (*framework.Controller, error) {
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := c.UserKubeconfig(framework.ControllerIdentity)
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := c.StartController(dkcBinary, kubeconfig, "bench")
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lead, err := controller.Leader(ctx, c.Client, source.DefaultNamespace, time.Now())
+		if err == nil && lead == "bench" {
+			return ctl, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the controller did not lead within 30s (leader %q, %v); log %s", lead, err, ctl.LogPath)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // lastLines is the last n lines of s.
 func lastLines(s string, n int) string {
