@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -88,23 +89,31 @@ func (p *DrainPlanner) running(ctx context.Context, node *corev1.Node, askKubele
 	if !askKubelet {
 		return nil, nil
 	}
-	rc := p.Client.CoreV1().RESTClient()
-	if rc == nil || reflect.ValueOf(rc).IsNil() {
-		p.warn("node/%s: no REST client to read its local config through /configz; assuming the kubelet's defaults", node.Name)
+	cfg, err := p.kubeletConfig(ctx, node)
+	if err != nil {
+		p.warn("node/%s: cannot read its local config through /configz (%v); assuming the kubelet's defaults", node.Name, err)
 		return nil, nil
 	}
-	raw, err := configz.Fetch(ctx, rc, node.Name)
-	if err == nil {
-		var doc []byte
-		if doc, err = configz.Transform(raw, ""); err == nil {
-			var cfg *kubeletconfigv1beta1.KubeletConfiguration
-			if cfg, _, err = kubeletconfig.Decode(doc, kubeletconfig.DecodeOptions{AllowUnknownFields: true}); err == nil {
-				return cfg, nil
-			}
-		}
+	return cfg, nil
+}
+
+// kubeletConfig returns the config node's kubelet runs, read from its
+// /configz through the apiserver's node proxy.
+func (p *DrainPlanner) kubeletConfig(ctx context.Context, node *corev1.Node) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+	rc := p.Client.CoreV1().RESTClient()
+	if rc == nil || reflect.ValueOf(rc).IsNil() {
+		return nil, errors.New("no REST client to read /configz with")
 	}
-	p.warn("node/%s: cannot read its local config through /configz (%v); assuming the kubelet's defaults", node.Name, err)
-	return nil, nil
+	raw, err := configz.Fetch(ctx, rc, node.Name)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := configz.Transform(raw, "")
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := kubeletconfig.Decode(doc, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
+	return cfg, err
 }
 
 // configMapConfig decodes the kubelet config src names, once per ConfigMap.

@@ -219,6 +219,21 @@ func TestController(t *testing.T) {
 		}
 	})
 
+	t.Run("one node's config for many: refused before anything starts, naming the node-specific fields", func(t *testing.T) {
+		n := c.Node(names[0])
+		createConfigMap(t, c, "snap-"+n.Name, nodeConfig(t, n, nil))
+		for _, dryRun := range []string{"--dry-run=client", "--wait"} {
+			r := dkc(t, c, "", "rollout", "start", "--config", "snap-"+n.Name, "--all", "--name", "snap", dryRun)
+			if r.ExitCode != 1 || !strings.Contains(r.Stderr, "sets node-specific fields to one node's values") ||
+				!strings.Contains(r.Stderr, `address "`+n.IP+`" (the value of `+n.Name) {
+				t.Errorf("rollout start %s: exit %d, stderr %q; want 1, naming the address %s as %s's", dryRun, r.ExitCode, r.Stderr, n.IP, n.Name)
+			}
+		}
+		if _, err := store.Get(ctx, "snap"); !errors.Is(err, rollout.ErrNotFound) {
+			t.Errorf("the refused rollout exists: %v", err)
+		}
+	})
+
 	kubeconfig, err := c.UserKubeconfig(framework.ControllerIdentity)
 	if err != nil {
 		t.Fatal(err)

@@ -280,9 +280,9 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var pin *source.Pin
+	var payload []byte
 	if target != nil {
-		_, payload, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut)
-		if err != nil {
+		if _, payload, err = util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut); err != nil {
 			return err
 		}
 		pin = source.NewPin(target, payload, allow)
@@ -302,6 +302,15 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	drain, err := o.planDrain(ctx, nodes, target, allow)
 	if err != nil {
 		return err
+	}
+	if target != nil {
+		found, err := o.planner().NodeSpecific(ctx, nodes, payload)
+		if err != nil {
+			return err
+		}
+		if len(found) > 0 {
+			return rollout.NodeSpecificError(rollout.DescribeTarget(target), found)
+		}
 	}
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
 	spec := rollout.Spec{
@@ -377,13 +386,17 @@ func (o *StartOptions) name() string {
 	return base + "-" + utilrand.String(5)
 }
 
+// planner reads what the nodes run, warning on ErrOut about what it cannot.
+func (o *StartOptions) planner() *rollout.DrainPlanner {
+	return &rollout.DrainPlanner{Client: o.Client, Warn: func(format string, args ...any) {
+		fmt.Fprintf(o.ErrOut, "Warning: "+format+"\n", args...)
+	}}
+}
+
 // planDrain lists the nodes to drain, or refuses a config that needs a
 // drain without --drain, or one the agents would refuse.
 func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, target *corev1.NodeConfigSource, allowUnsafe []string) ([]string, error) {
-	planner := &rollout.DrainPlanner{Client: o.Client, Warn: func(format string, args ...any) {
-		fmt.Fprintf(o.ErrOut, "Warning: "+format+"\n", args...)
-	}}
-	needs, err := planner.Plan(ctx, nodes, target)
+	needs, err := o.planner().Plan(ctx, nodes, target)
 	if err != nil {
 		return nil, err
 	}
