@@ -13,7 +13,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -30,7 +33,10 @@ const statusNodes = 5000
 // Running with its canary in progress) against the pinned `kubectl get
 // nodes` over the same nodes in the same run, in rotating order, as
 // separate processes whose output goes to a pipe. The figures of merit are
-// the ratios of their medians to get nodes' (goal: at most 1.0).
+// the ratios of their medians to get nodes' (goal: at most 1.0). A
+// NodeConfigPool over every node, reconciled by a `kubectl dkc controller`
+// process, is timed too: how long the controller takes to count the pool's
+// nodes, and `kubectl get nodeconfigpools` against get nodes.
 //
 // Run it with -benchtime=1x (make bench); DKC_BENCH_STATUS_REPS sets the
 // number of timed runs of each command (default 7).
@@ -90,6 +96,45 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		b.Fatalf("rollout start --wait --timeout 5s with no agents: %v; want exit code %d (timeout)", err, dkcstatus.ExitTimeout)
 	}
 
+	// A pool over every node, paused: the controller counts its nodes.
+	ctl, err := startBenchController(ctx, b, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	poolObj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubectl-dkc.io/v1alpha1", "kind": "NodeConfigPool",
+		"metadata": map[string]any{"name": "everyone", "namespace": source.DefaultNamespace},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{},
+			"configSource": map[string]any{"configMap": map[string]any{"namespace": source.DefaultNamespace, "name": "kubelet-b", "kubeletConfigKey": source.DefaultKey}},
+			"paused":       true,
+		},
+	}}
+	pools := dyn.Resource(pool.Resource).Namespace(source.DefaultNamespace)
+	poolBegan := time.Now()
+	if _, err := pools.Create(ctx, poolObj, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var poolCounted time.Duration
+	for poolCounted == 0 {
+		u, err := pools.Get(ctx, "everyone", metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if selected, _, _ := unstructured.NestedInt64(u.Object, "status", "nodes", "selected"); selected == int64(count) {
+			poolCounted = time.Since(poolBegan)
+			break
+		}
+		if time.Since(poolBegan) > 2*time.Minute {
+			b.Fatalf("the controller did not count the pool's %d nodes within 2m: %v; log %s", count, u.Object["status"], ctl.LogPath)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	type command struct {
 		name string
 		argv []string
@@ -97,16 +142,24 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		// row per node), or, when negative, a string it must print.
 		rows int
 		want string
+		// exit is the code it must exit with: 2 for dkc status, which
+		// shows the nodes that report an error.
+		exit int
 		runs []time.Duration
 	}
 	cmds := []*command{
-		{name: "kubectl dkc status", argv: []string{dkcBinary, "status"}, rows: count + 1},
+		{name: "kubectl dkc status", argv: []string{dkcBinary, "status"}, rows: count + 1, exit: dkcstatus.ExitConfigError},
 		{name: "kubectl get nodes", argv: []string{kubectl, "get", "nodes"}, rows: count + 1},
 		{name: "kubectl dkc rollout status", argv: []string{dkcBinary, "rollout", "status", "bench-status"}, rows: -1,
 			want: fmt.Sprintf("rollout/bench-status: Running, kube-system/kubelet-c over %d nodes", count)},
+		{name: "kubectl get ncp", argv: []string{kubectl, "get", "nodeconfigpools", "-n", source.DefaultNamespace}, rows: 2,
+			want: fmt.Sprintf("kubelet-b   1          %d", count)},
 	}
 	run := func(cmd *command) (time.Duration, error) {
 		out, took, err := runTimed(c.Kubeconfig, cmd.argv...)
+		if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) && exitErr.ExitCode() == cmd.exit {
+			err = nil
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -125,10 +178,11 @@ func BenchmarkStatusAtScale(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	// The dkc table shows what the nodes hold.
+	// The dkc table shows what the nodes hold, and exits 2 for the nodes
+	// that report an error.
 	out, _, err := runTimed(c.Kubeconfig, dkcBinary, "status")
-	if err != nil {
-		b.Fatal(err)
+	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) || exitErr.ExitCode() != dkcstatus.ExitConfigError {
+		b.Fatalf("dkc status: %v, want exit code %d", err, dkcstatus.ExitConfigError)
 	}
 	settled := 0
 	for _, line := range strings.Split(out, "\n") {
@@ -161,11 +215,13 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		summaries[cmd.name] = s
 		fmt.Fprintf(&sb, "%-22s %9s %9s %9s %9s\n", cmd.name, ms(s.median), ms(s.p90), ms(s.min), ms(s.max))
 	}
-	dkcStatus, getNodes, rolloutStatus := summaries[cmds[0].name], summaries[cmds[1].name], summaries[cmds[2].name]
+	dkcStatus, getNodes, rolloutStatus, getPools := summaries[cmds[0].name], summaries[cmds[1].name], summaries[cmds[2].name], summaries[cmds[3].name]
 	ratio := dkcStatus.median.Seconds() / getNodes.median.Seconds()
 	rolloutRatio := rolloutStatus.median.Seconds() / getNodes.median.Seconds()
 	fmt.Fprintf(&sb, "ratio of medians dkc status / get nodes: %.2f (goal <= 1.0)\n", ratio)
 	fmt.Fprintf(&sb, "ratio of medians dkc rollout status / get nodes: %.2f (goal <= 1.0)\n", rolloutRatio)
+	fmt.Fprintf(&sb, "ratio of medians get ncp / get nodes: %.2f\n", getPools.median.Seconds()/getNodes.median.Seconds())
+	fmt.Fprintf(&sb, "pool created to its %d nodes counted by the controller: %s; controller peak RSS %.0f MiB\n", count, ms(poolCounted), mib(peakRSS(ctl.PID())))
 	b.Logf("status at scale, apiserver v1.36.3, kubectl %s\n%s", kubectl, sb.String())
 
 	b.ReportMetric(float64(dkcStatus.median.Nanoseconds()), "ns/op")
@@ -176,6 +232,9 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	b.ReportMetric(ratio, "status/get-nodes")
 	b.ReportMetric(rolloutStatus.median.Seconds(), "median-rollout-status-s")
 	b.ReportMetric(rolloutRatio, "rollout-status/get-nodes")
+	b.ReportMetric(getPools.median.Seconds(), "median-get-ncp-s")
+	b.ReportMetric(poolCounted.Seconds(), "pool-counted-s")
+	b.ReportMetric(mib(peakRSS(ctl.PID())), "controller-peak-rss-MiB")
 }
 
 // runTimed runs argv with KUBECONFIG=kubeconfig and its stdout on a pipe,
@@ -189,7 +248,7 @@ func runTimed(kubeconfig string, argv ...string) (string, time.Duration, error) 
 	err := cmd.Run()
 	took := time.Since(began)
 	if err != nil {
-		return "", 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, errOut.String())
+		return out.String(), took, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, errOut.String())
 	}
 	return out.String(), took, nil
 }
