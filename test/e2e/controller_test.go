@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
@@ -531,4 +541,188 @@ func kubectlRun(c *framework.Cluster, stdin string, args ...string) (string, err
 		return stdout.String(), fmt.Errorf("%w: %s", err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// TestControllerKilledAtEachPhase kills the leading controller (SIGKILL)
+// at each phase of a rollout on three real kubelets: just after it
+// recorded a node InProgress, just after it assigned a node, while a node
+// is in its health gate, and just after it recorded a halt. The controller
+// talks to the apiserver through a proxy on loopback that kills it as soon
+// as the apiserver answered the write of the phase, before the controller
+// sees the answer. A new replica then takes over: the rollout completes,
+// or stays halted, as if nothing had happened: every kubelet restarts once,
+// never two at a time under a budget of one, and a halted rollout starts
+// no further node.
+func TestControllerKilledAtEachPhase(t *testing.T) {
+	c, names := rolloutCluster(t, nil)
+	ctx := context.Background()
+	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	direct := userKubeconfig(t, c, framework.ControllerIdentity)
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &rollout.Store{Client: dyn, Namespace: source.DefaultNamespace}
+	seq := 0
+	replica := func() string { seq++; return fmt.Sprintf("replica-%d", seq) }
+
+	for _, tc := range []struct {
+		phase string
+		// kill matches the request after whose answer the controller dies.
+		kill func(r *http.Request, body []byte) bool
+		// bad: the config fails its health gate on the canary, and the
+		// rollout halts.
+		bad bool
+	}{
+		{phase: "recorded a node InProgress", kill: func(r *http.Request, body []byte) bool {
+			return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status") && bytes.Contains(body, []byte(`"InProgress"`))
+		}},
+		{phase: "assigned a node", kill: func(r *http.Request, _ []byte) bool {
+			return r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") && r.URL.Query().Get("dryRun") == ""
+		}},
+		{phase: "waiting for a node's health gate"},
+		{phase: "recorded the halt", bad: true, kill: func(r *http.Request, body []byte) bool {
+			return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status") && bytes.Contains(body, []byte(`"Halted"`))
+		}},
+	} {
+		t.Run(tc.phase, func(t *testing.T) {
+			name := "kill-" + strconv.Itoa(seq+1)
+			config := maxPodsConfig(90 + seq)
+			if tc.bad {
+				config = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncontainerRuntimeEndpoint: unix:///nonexistent.sock\n"
+			}
+			createConfigMap(t, c, name, config)
+			var victim *framework.Controller
+			killed := make(chan struct{})
+			var once sync.Once
+			kubeconfig := direct
+			if tc.kill != nil {
+				kubeconfig = killingProxy(t, c, direct, func(r *http.Request, body []byte) {
+					if !tc.kill(r, body) {
+						return
+					}
+					once.Do(func() {
+						if err := victim.Kill(); err != nil {
+							t.Error(err)
+						}
+						close(killed)
+					})
+				})
+			}
+			var err error
+			if victim, err = c.StartController(dkcBinary, kubeconfig, replica()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = victim.Stop() })
+			waitFor(t, 30*time.Second, "the controller to lead", func() bool {
+				lead, err := controller.Leader(ctx, c.Client, "kube-system", time.Now())
+				return err == nil && lead == victim.Identity
+			})
+			began := time.Now()
+			args := []string{"rollout", "start", "--config", name, "--all", "--name", name, "--max-unavailable", "1"}
+			if tc.bad {
+				args = append(args, "--allow-unsafe=redirect")
+			}
+			mustDKC(t, c, "", args...)
+			if tc.kill == nil {
+				waitFor(t, 2*time.Minute, "a node assigned, in its apply or gate", func() bool {
+					r, err := store.Get(ctx, name)
+					if err != nil || r.NodeStatus(names[1]).Phase != rollout.InProgress {
+						return false
+					}
+					assigned, _, err := source.Assigned(readNode(t, c.Client, names[1]))
+					return err == nil && isCM(assigned, name)
+				})
+				if err := victim.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				close(killed)
+			}
+			select {
+			case <-killed:
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("the controller never reached %q", tc.phase)
+			}
+			t.Logf("killed %s after it %s", victim.Identity, tc.phase)
+			next, err := c.StartController(dkcBinary, direct, replica())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = next.Stop() }()
+
+			w := dkc(t, c, "", "rollout", "status", name, "-w", "--timeout", "4m")
+			if tc.bad {
+				if w.ExitCode != 2 {
+					t.Fatalf("rollout status -w: exit %d, want 2 (halted)", w.ExitCode)
+				}
+				r, err := store.Get(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range names[1:] {
+					if ph := r.NodeStatus(n).Phase; ph != rollout.Waiting {
+						t.Errorf("node %s is %s after the halt, want Waiting", n, ph)
+					}
+				}
+				return
+			}
+			if w.ExitCode != 0 {
+				t.Fatalf("rollout status -w: exit %d, want 0", w.ExitCode)
+			}
+			checkApplyWindows(t, c, applyWindows(t, rolloutObject(t, c, name), names), began)
+		})
+	}
+}
+
+// killingProxy serves the apiserver on loopback over plain HTTP with the
+// credential of kubeconfig, and returns a kubeconfig for it. Before it
+// hands the controller an answer, it calls after with the request and its
+// body: a test kills the controller there, when the write has landed and
+// the controller has not seen it.
+func killingProxy(t *testing.T, c *framework.Cluster, kubeconfig string, after func(r *http.Request, body []byte)) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transport
+	proxy.FlushInterval = -1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.URL.Query().Get("watch") == "true" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		after(r, body)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "proxy.kubeconfig")
+	k := clientcmdapi.NewConfig()
+	k.Clusters["proxy"] = &clientcmdapi.Cluster{Server: srv.URL}
+	k.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	k.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	k.CurrentContext = "proxy"
+	if err := clientcmd.WriteToFile(*k, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
