@@ -24,6 +24,7 @@ import (
 
 	dkcagent "github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/version"
@@ -67,6 +68,8 @@ type Options struct {
 	// admission policies confine its identity (dkcagent.Confinement).
 	RequireAdmissionPolicy bool
 
+	// config is where connect reads the REST config from; Complete sets it.
+	config        RESTConfigGetter
 	client        kubeclient.Interface
 	apiserver     *dkcagent.Reachability
 	reviewer      dkcagent.IdentityReviewer
@@ -130,16 +133,7 @@ the right config: at start it puts the checkpointed config in place.`,
     --kubelet-config-dir /etc/kubernetes/kubelet.conf.d --apply-mode=dropin \
     --restart=exec --restart-command 'systemctl restart kubelet' --trial-duration 5m`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: lifecycle.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node (default $NODE_NAME).")
@@ -240,10 +234,19 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Complete builds the clients from kubectl's global flags. Every request
-// of the apiserver clients tells o.apiserver whether it got through.
+// Complete keeps f, kubectl's global flags, for connect: the clients
+// depend on flags that Validate checks first (--apiserver-grace-period,
+// the kubelet's TLS flags), so that a bad flag is reported as such, even
+// where no kubeconfig can be loaded.
 func (o *Options) Complete(f RESTConfigGetter, _ *cobra.Command, _ []string) error {
-	cfg, err := f.ToRESTConfig()
+	o.config = f
+	return nil
+}
+
+// connect builds the clients from kubectl's global flags. Every request
+// of the apiserver clients tells o.apiserver whether it got through.
+func (o *Options) connect() error {
+	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -270,10 +273,10 @@ func (o *Options) Complete(f RESTConfigGetter, _ *cobra.Command, _ []string) err
 	return err
 }
 
-// Run runs the agent until SIGINT or SIGTERM.
+// Run connects, then runs the agent until SIGINT or SIGTERM.
 func (o *Options) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
+	if err := o.connect(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

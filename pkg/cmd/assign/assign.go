@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
@@ -125,16 +126,7 @@ With --wait, exit codes are:
   # Print only node/NAME of each node assigned, for scripts
   kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb -o name`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              lifecycle.RunE(f, o),
 	}
 	o.Nodes.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Config, "config", o.Config, "The ConfigMap that holds the kubelet config: NAME or configmap/NAME, as kubectl dkc push -o name prints it (required).")
@@ -218,9 +210,6 @@ func (o *Options) Source() *corev1.NodeConfigSource {
 // Run checks the ConfigMap, assigns it to every selected node, and waits
 // when asked to.
 func (o *Options) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	_, payload, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut)
 	if err != nil {
 		return err

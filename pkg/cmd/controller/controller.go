@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
@@ -74,16 +75,7 @@ deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 		Example: `  # Run the controller against the current kubeconfig's cluster
   kubectl dkc controller --identity "$(hostname)"`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(f, cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE: lifecycle.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Identity, "identity", "", "This replica's name in the lease (default: $POD_NAME, else the host name and a random suffix).")
@@ -95,7 +87,7 @@ deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 }
 
 // Complete fills in the namespace, identity and clients.
-func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command) error {
+func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, _ []string) error {
 	var err error
 	if o.Namespace, err = util.ConfigNamespace(f, cmd); err != nil {
 		return err

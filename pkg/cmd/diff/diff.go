@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/configz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
@@ -207,9 +208,10 @@ Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
   kubectl dkc diff node/node-1 max-pods.yaml --drop-in
   kubectl dkc diff node/node-1 assigned/node-1 --drop-in`,
 		ValidArgsFunction: completion(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return trouble(o.complete(f, cmd, args))
-		},
+	}
+	run := lifecycle.RunE(f, o)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return trouble(run(cmd, args))
 	}
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "ConfigMap key that holds the config, for configmap/ inputs.")
 	cmd.Flags().BoolVar(&o.DropIn, "drop-in", o.DropIn, "B is a drop-in (a partial config): compare A with B merged over A, as the kubelet merges --config-dir files.")
@@ -218,18 +220,6 @@ Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
 		return trouble(&usage.Error{CommandPath: c.CommandPath(), Err: err})
 	})
 	return cmd
-}
-
-// complete runs Complete, Validate and Run.
-func (o *Options) complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
-	if err := o.Complete(f, cmd, args); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	cmd.SilenceUsage = true
-	return o.Run(cmd.Context())
 }
 
 // trouble makes any error but a difference exit 2, as diff(1).

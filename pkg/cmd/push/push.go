@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -109,16 +110,7 @@ a ConfigMap is not honoured.`,
   # Print only the name, for scripts
   CM=$(kubectl dkc push kubelet.yaml --name my-node-config -o name)`,
 		ValidArgsFunction: cobra.FixedCompletions(nil, cobra.ShellCompDirectiveDefault),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              lifecycle.RunE(f, o),
 	}
 	cmd.Flags().StringVar(&o.Name, "name", "", "Name of the ConfigMap; --append-hash adds a hash of the content to it.")
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "ConfigMap key that holds the config (the kubeletConfigKey of an assignment).")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
@@ -81,16 +82,7 @@ With --wait, exit codes are:
   # Reset every node labelled pool=canary and wait until they run it
   kubectl dkc reset -l pool=canary --wait --timeout=10m`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              lifecycle.RunE(f, o),
 	}
 	o.Nodes.AddFlags(cmd)
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be reset; with server, send the patches as server-side dry-runs.`)
@@ -134,9 +126,6 @@ func (o *Options) Validate() error {
 
 // Run resets every selected node and waits when asked to.
 func (o *Options) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err

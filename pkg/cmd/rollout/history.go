@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -42,30 +43,31 @@ Drift). The agent keeps the last %d in the node's annotation %s.
   kubectl dkc rollout history node-1`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: util.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Node = args[0]
-			switch o.Output {
-			case "", "json", "yaml":
-			default:
-				return fmt.Errorf("invalid --output %q: must be json or yaml", o.Output)
-			}
-			var err error
-			if o.Client, _, err = newClients(f, source.DefaultNamespace); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              lifecycle.RunE(f, o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: (json, yaml).")
 	return cmd
 }
 
+// Complete fills in the node and the client.
+func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Command, args []string) error {
+	o.Node = args[0]
+	var err error
+	o.Client, _, err = newClients(f, source.DefaultNamespace)
+	return err
+}
+
+// Validate checks the flags.
+func (o *HistoryOptions) Validate() error {
+	switch o.Output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("invalid --output %q: must be json or yaml", o.Output)
+}
+
 // Run prints the node's history.
 func (o *HistoryOptions) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	node, err := o.Client.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node %q: %w", o.Node, err)

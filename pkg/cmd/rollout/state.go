@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -81,16 +82,7 @@ func NewCmdSetState(f genericclioptions.RESTClientGetter, streams genericiooptio
 		Long:    v.long,
 		Example: v.example,
 		Args:    cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:    lifecycle.RunE(f, o),
 	}
 	o.PrintFlags.AddFlags(cmd)
 	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Act on the newest rollout instead of NAME.")
@@ -163,23 +155,28 @@ on a node's error, 3 timeout.`,
   # The terminal that drove a rollout was closed: carry it on
   kubectl dkc rollout resume my-node-config-5fd8t4bhgb-x7k2q --timeout 1h`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
-				return err
-			}
-			if o.Timeout < 0 {
-				return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
-			}
-			if o.Client, o.Store, err = newClients(f, o.Namespace); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE: lifecycle.RunE(f, o),
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to drive the rollout; 0 means forever.")
 	return cmd
+}
+
+// Complete fills in the name, namespace and clients.
+func (o *ResumeOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
+	var err error
+	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
+		return err
+	}
+	o.Client, o.Store, err = newClients(f, o.Namespace)
+	return err
+}
+
+// Validate checks the flags.
+func (o *ResumeOptions) Validate() error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	return nil
 }
 
 // Run sets a paused rollout running, and follows it to its end, driving it

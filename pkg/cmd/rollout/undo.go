@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -67,16 +68,7 @@ undo, instead of NAME. A running or paused rollout is aborted first.
   # Undo a halted rollout two nodes at a time, with no canary
   kubectl dkc rollout undo my-node-config-5fd8t4bhgb-x7k2q --max-unavailable 2 --canary 0 --wait`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE: lifecycle.RunE(f, o),
 	}
 	o.PrintFlags.AddFlags(cmd)
 	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Undo the newest rollout that is not itself an undo, instead of NAME.")

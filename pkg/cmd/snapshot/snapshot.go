@@ -28,6 +28,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/configz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
@@ -99,16 +100,7 @@ still written, and the command exits 1 after naming every failed node.`,
   # Leave out fields before editing
   kubectl dkc snapshot node-1 --jq 'del(.staticPodPath)'`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              lifecycle.RunE(f, o),
 	}
 	o.Nodes.AddFlags(cmd)
 	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "Output format. One of: (json, yaml).")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -117,16 +118,7 @@ Exit codes (docs/user-guide.md#exit-codes):
   # Print the old .status.config of node-1
   kubectl dkc status node-1 -o jsonpath='{.items[0].status}'`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              lifecycle.RunE(f, o),
 	}
 	o.PrintFlags.AddFlags(cmd)
 	// Replace the help of -o to list the formats status handles itself.
@@ -193,9 +185,6 @@ func (o *Options) Validate() error {
 
 // Run prints the status once, watches it, or waits for a condition.
 func (o *Options) Run(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err

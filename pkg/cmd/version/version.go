@@ -2,6 +2,7 @@
 package version
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/version"
 )
 
@@ -46,17 +48,15 @@ func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
   # Print the version as JSON, for scripts
   kubectl dkc version -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			cmd.SilenceUsage = true
-			return o.Run()
-		},
+		RunE: lifecycle.RunE[any](nil, o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: (json, yaml). Default is one line of text.")
 	return cmd
 }
+
+// Complete has nothing to fill in: version needs no cluster, nor any of
+// kubectl's global flags.
+func (o *Options) Complete(any, *cobra.Command, []string) error { return nil }
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
@@ -68,7 +68,7 @@ func (o *Options) Validate() error {
 }
 
 // Run prints the version.
-func (o *Options) Run() error {
+func (o *Options) Run(context.Context) error {
 	info := version.Get()
 	switch o.Output {
 	case "json":
