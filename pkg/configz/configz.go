@@ -48,6 +48,20 @@ func Fetch(ctx context.Context, client rest.Interface, nodeName string) ([]byte,
 	return raw, nil
 }
 
+// Snapshot returns node nodeName's running config as a
+// KubeletConfiguration document: its configz, read as Fetch reads it, run
+// through t. A missing "get" on "nodes/proxy" is an error that says so.
+func Snapshot(ctx context.Context, client rest.Interface, t *Transformer, nodeName string) ([]byte, error) {
+	raw, err := Fetch(ctx, client, nodeName)
+	if err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf(`%w: reading a kubelet's config needs "get" on "nodes/proxy"; check with: kubectl auth can-i get nodes --subresource=proxy`, err)
+		}
+		return nil, err
+	}
+	return t.Transform(ctx, raw)
+}
+
 // withBody adds to err the plain-text body the apiserver's proxy answered
 // with, such as "Error trying to reach service: ...", which client-go keeps
 // only in the Status details.

@@ -219,22 +219,10 @@ func TestFetch(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var gotPath, gotMethod string
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			client := apiserver(t, tc.code, tc.contentType, tc.body, func(r *http.Request) {
 				gotPath, gotMethod = r.URL.Path, r.Method
-				ct := tc.contentType
-				if ct == "" {
-					ct = "application/json"
-				}
-				w.Header().Set("Content-Type", ct)
-				w.WriteHeader(tc.code)
-				_, _ = w.Write([]byte(tc.body))
-			}))
-			defer srv.Close()
-			client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Fetch(context.Background(), client.CoreV1().RESTClient(), "n1")
+			})
+			got, err := Fetch(context.Background(), client, "n1")
 			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -249,4 +237,58 @@ func TestFetch(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSnapshot(t *testing.T) {
+	tr, err := NewTransformer(".maxPods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		code          int
+		body          string
+		want, wantErr string
+	}{
+		"transformed": {code: http.StatusOK, body: configz136, want: "110\n"},
+		"forbidden: the permission it needs": {
+			code: http.StatusForbidden,
+			body: `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"nodes \"n1\" is forbidden: User \"u\" cannot get resource \"nodes/proxy\"","reason":"Forbidden","code":403}`,
+			wantErr: `get /api/v1/nodes/n1/proxy/configz: nodes "n1" is forbidden: User "u" cannot get resource "nodes/proxy": ` +
+				`reading a kubelet's config needs "get" on "nodes/proxy"; check with: kubectl auth can-i get nodes --subresource=proxy`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client := apiserver(t, tc.code, "", tc.body, func(*http.Request) {})
+			got, err := Snapshot(context.Background(), client, tr, "n1")
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("document (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// apiserver serves every request with code and body, as contentType
+// (default JSON), after seen has looked at it, and returns a core/v1 REST
+// client of it.
+func apiserver(t *testing.T, code int, contentType, body string, seen func(*http.Request)) rest.Interface {
+	t.Helper()
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen(r)
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.CoreV1().RESTClient()
 }

@@ -8,6 +8,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
 
 // ErrKeyNotFound means a ConfigMap has no key of the name an assignment
@@ -48,4 +52,31 @@ func Payload(cm *corev1.ConfigMap, key string) ([]byte, error) {
 	keys = slices.AppendSeq(keys, maps.Keys(cm.BinaryData))
 	slices.Sort(keys)
 	return nil, &KeyNotFoundError{Namespace: cm.Namespace, Name: cm.Name, Key: key, Keys: keys}
+}
+
+// BuildConfigMap returns the ConfigMap that holds data under key: labelled
+// as dkc's, with TypeMeta set, and named NAME-HASH when appendHash is set.
+// The hash covers kind, name, data and immutable, not labels or namespace,
+// as kubectl's does.
+func BuildConfigMap(namespace, name, key string, data []byte, appendHash, immutable bool) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels:    map[string]string{ConfigLabel: "true"},
+		},
+		Data: map[string]string{key: string(data)},
+	}
+	if immutable {
+		cm.Immutable = ptr.To(true)
+	}
+	if appendHash {
+		hashed, err := kubeletconfig.ConfigMapHashName(cm)
+		if err != nil {
+			return nil, err
+		}
+		cm.Name = hashed
+	}
+	return cm, nil
 }

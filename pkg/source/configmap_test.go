@@ -55,3 +55,46 @@ func TestPayload(t *testing.T) {
 		})
 	}
 }
+
+// kubeletConfig is the content whose hashed names TestBuildConfigMap knows.
+const kubeletConfig = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 10\n"
+
+func TestBuildConfigMap(t *testing.T) {
+	tests := map[string]struct {
+		appendHash, immutable bool
+		wantName              string
+	}{
+		// What `kubectl create configmap x --from-file=kubelet=FILE
+		// --append-hash` names this content (kubectl v1.32.4).
+		"hash as kubectl": {appendHash: true, wantName: "x-mc2b77kh2k"},
+		"no hash":         {wantName: "x"},
+		// kubectl 1.32 has no --immutable flag; computed with Python from
+		// kubectl's definition, with "immutable": true in the hashed JSON.
+		"immutable enters hash":  {appendHash: true, immutable: true, wantName: "x-c64g58c56t"},
+		"immutable without hash": {immutable: true, wantName: "x"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cm, err := BuildConfigMap("ns", "x", "kubelet", []byte(kubeletConfig), tc.appendHash, tc.immutable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &corev1.ConfigMap{
+				TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name:      tc.wantName,
+					Namespace: "ns",
+					Labels:    map[string]string{ConfigLabel: "true"},
+				},
+				Data: map[string]string{"kubelet": kubeletConfig},
+			}
+			if tc.immutable {
+				v := true
+				want.Immutable = &v
+			}
+			if diff := cmp.Diff(want, cm); diff != "" {
+				t.Errorf("BuildConfigMap() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
@@ -380,7 +379,7 @@ func (o *Options) read(ctx context.Context, s Source) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := snapshot.Fetch(ctx, o.client, t, s.Name)
+		b, err := configz.Snapshot(ctx, o.client.CoreV1().RESTClient(), t, s.Name)
 		if err != nil {
 			return nil, fmt.Errorf("read node/%s: %w", s.Name, err)
 		}

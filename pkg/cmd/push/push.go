@@ -22,7 +22,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
@@ -261,34 +260,7 @@ func (o *Options) warnWeak(weak []string, unsafe []kubeletconfig.Change) {
 
 // configMap builds the ConfigMap for data, named as --append-hash says.
 func (o *Options) configMap(data []byte) (*corev1.ConfigMap, error) {
-	return BuildConfigMap(o.Namespace, o.Name, o.Key, data, o.AppendHash, o.Immutable)
-}
-
-// BuildConfigMap returns the ConfigMap that holds data under key: labelled
-// as dkc's, with TypeMeta set, and named NAME-HASH when appendHash is set.
-// The hash covers kind, name, data and immutable, not labels or namespace,
-// as kubectl's does.
-func BuildConfigMap(namespace, name, key string, data []byte, appendHash, immutable bool) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels:    map[string]string{source.ConfigLabel: "true"},
-		},
-		Data: map[string]string{key: string(data)},
-	}
-	if immutable {
-		cm.Immutable = ptr.To(true)
-	}
-	if appendHash {
-		hashed, err := kubeletconfig.ConfigMapHashName(cm)
-		if err != nil {
-			return nil, err
-		}
-		cm.Name = hashed
-	}
-	return cm, nil
+	return source.BuildConfigMap(o.Namespace, o.Name, o.Key, data, o.AppendHash, o.Immutable)
 }
 
 // Create creates cm and returns the object to print with the operation

@@ -92,46 +92,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestBuildConfigMap(t *testing.T) {
-	tests := map[string]struct {
-		appendHash, immutable bool
-		wantName              string
-	}{
-		// What `kubectl create configmap x --from-file=kubelet=FILE
-		// --append-hash` names this content (kubectl v1.32.4).
-		"hash as kubectl": {appendHash: true, wantName: "x-mc2b77kh2k"},
-		"no hash":         {wantName: "x"},
-		// kubectl 1.32 has no --immutable flag; computed with Python from
-		// kubectl's definition, with "immutable": true in the hashed JSON.
-		"immutable enters hash":  {appendHash: true, immutable: true, wantName: "x-c64g58c56t"},
-		"immutable without hash": {immutable: true, wantName: "x"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			cm, err := BuildConfigMap("ns", "x", "kubelet", []byte(validConfig), tc.appendHash, tc.immutable)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := &corev1.ConfigMap{
-				TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
-				ObjectMeta: metav1.ObjectMeta{
-					Name:      tc.wantName,
-					Namespace: "ns",
-					Labels:    map[string]string{source.ConfigLabel: "true"},
-				},
-				Data: map[string]string{"kubelet": validConfig},
-			}
-			if tc.immutable {
-				v := true
-				want.Immutable = &v
-			}
-			if diff := cmp.Diff(want, cm); diff != "" {
-				t.Errorf("BuildConfigMap() (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestCreate(t *testing.T) {
 	existing := func(data string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{
@@ -154,7 +114,7 @@ func TestCreate(t *testing.T) {
 			if tc.existing != nil {
 				client = fake.NewClientset(tc.existing)
 			}
-			cm, err := BuildConfigMap("kube-system", "x", "kubelet", []byte(validConfig), false, false)
+			cm, err := source.BuildConfigMap("kube-system", "x", "kubelet", []byte(validConfig), false, false)
 			if err != nil {
 				t.Fatal(err)
 			}

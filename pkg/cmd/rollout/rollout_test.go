@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -69,50 +68,6 @@ func cm(name string) *corev1.NodeConfigSource {
 	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{
 		Namespace: source.DefaultNamespace, Name: name, KubeletConfigKey: source.DefaultKey,
 	}}
-}
-
-func TestUndoSpec(t *testing.T) {
-	now := metav1.NowMicro()
-	orig := rollout.New("kube-system", "r1", rollout.Spec{
-		Config:         cm("new"),
-		Nodes:          []string{"n1", "n2", "n3", "n4", "n5"},
-		MaxUnavailable: intstr.FromString("50%"),
-		Canary:         1,
-		Drain:          []string{"n2"},
-	})
-	orig.Status.Nodes = map[string]rollout.NodeStatus{
-		"n1": {Phase: rollout.Succeeded, Previous: cm("old"), PreviousPin: source.NewPin(cm("old"), []byte("old bytes"), nil), Started: &now},
-		"n2": {Phase: rollout.Failed, Started: &now}, // was on its local config
-		"n3": {Phase: rollout.Skipped},
-		"n4": {Phase: rollout.InProgress, Previous: cm("older"), Started: &now},
-	}
-	got, err := UndoSpec(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := rollout.Spec{
-		Targets:        map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil, "n4": cm("older")},
-		TargetPins:     map[string]*source.Pin{"n1": source.NewPin(cm("old"), []byte("old bytes"), nil)},
-		Nodes:          []string{"n1", "n2", "n4"},
-		MaxUnavailable: intstr.FromString("50%"),
-		Canary:         1,
-		Drain:          []string{"n2"},
-		UndoOf:         "r1",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	for n, wantTarget := range map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil} {
-		target, _ := got.Target(n)
-		if diff := cmp.Diff(wantTarget, target); diff != "" {
-			t.Errorf("target of %s (-want +got):\n%s", n, diff)
-		}
-	}
-
-	untouched := rollout.New("kube-system", "r2", rollout.Spec{Config: cm("new"), Nodes: []string{"n1"}})
-	if _, err := UndoSpec(untouched); errString(err) != "nothing to undo: the rollout started no node" {
-		t.Errorf("undo of an untouched rollout: %v", err)
-	}
 }
 
 // TestProgressLines checks the lines scripts parse when stdout is not a

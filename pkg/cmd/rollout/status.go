@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -122,7 +120,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if o.Watch {
 		return drive(ctx, o.Client, o.Store, r.Name, o.Timeout, o.IOStreams, true)
 	}
-	live, err := Live(ctx, o.Client, r)
+	live, err := rollout.LiveStatus(ctx, o.Client, r)
 	if err != nil {
 		return err
 	}
@@ -148,26 +146,4 @@ func stateError(r *rollout.Rollout) error {
 		return fmt.Errorf("rollout %q: %w", r.Name, rollout.ErrAborted)
 	}
 	return nil
-}
-
-// Live returns r with its nodes' phases read from the nodes now.
-func Live(ctx context.Context, client kubernetes.Interface, r *rollout.Rollout) (*rollout.Rollout, error) {
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: r.Spec.Selector})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	byName := make(map[string]int, len(list.Items))
-	for i := range list.Items {
-		byName[list.Items[i].Name] = i
-	}
-	live, _, _, err := rollout.Live(r, func(name string) (*corev1.Node, error) {
-		if i, ok := byName[name]; ok {
-			return &list.Items[i], nil
-		}
-		return nil, nil
-	}, metav1.NowMicro())
-	if live != nil {
-		live.Status.State = live.State()
-	}
-	return live, err
 }

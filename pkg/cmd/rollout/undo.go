@@ -2,14 +2,11 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -154,7 +151,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	spec, err := UndoSpec(orig)
+	spec, err := rollout.UndoSpec(orig)
 	if err != nil {
 		return err
 	}
@@ -198,42 +195,4 @@ func (o *UndoOptions) original(ctx context.Context, store *rollout.Store) (*roll
 		}
 	}
 	return nil, fmt.Errorf("%w: no rollout to undo in namespace %q", rollout.ErrNotFound, o.Namespace)
-}
-
-// UndoSpec is the spec of the rollout that undoes orig: every node orig
-// started goes back to its Previous assignment, in orig's order, with its
-// budget, canary, soak and drain, under its previous pin (the bytes it was
-// assigned before; a node that held no pin gets none, and its agent refuses
-// until it is assigned again).
-func UndoSpec(orig *rollout.Rollout) (rollout.Spec, error) {
-	spec := rollout.Spec{
-		Targets:        map[string]*corev1.NodeConfigSource{},
-		TargetPins:     map[string]*source.Pin{},
-		Selector:       orig.Spec.Selector,
-		MaxUnavailable: orig.Spec.MaxUnavailable,
-		Canary:         orig.Spec.Canary,
-		Soak:           orig.Spec.Soak,
-		OrderByLabel:   orig.Spec.OrderByLabel,
-		DrainOptions:   orig.Spec.DrainOptions,
-		Drain:          orig.Spec.Drain,
-		UndoOf:         orig.Name,
-	}
-	if spec.MaxUnavailable == (intstr.IntOrString{}) {
-		spec.MaxUnavailable = intstr.FromInt32(1)
-	}
-	for _, n := range orig.Spec.Nodes {
-		ns := orig.NodeStatus(n)
-		if ns.Phase == rollout.Waiting || ns.Phase == rollout.Skipped || ns.Started == nil {
-			continue
-		}
-		spec.Nodes = append(spec.Nodes, n)
-		spec.Targets[n] = ns.Previous
-		if ns.PreviousPin != nil {
-			spec.TargetPins[n] = ns.PreviousPin
-		}
-	}
-	if len(spec.Nodes) == 0 {
-		return spec, errors.New("nothing to undo: the rollout started no node")
-	}
-	return spec, nil
 }

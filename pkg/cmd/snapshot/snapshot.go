@@ -17,7 +17,6 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -124,7 +123,7 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	}
 	o.client = client
 	o.fetch = func(ctx context.Context, node string) ([]byte, error) {
-		return Fetch(ctx, client, t, node)
+		return configz.Snapshot(ctx, client.CoreV1().RESTClient(), t, node)
 	}
 	return nil
 }
@@ -148,19 +147,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
 	}
 	return nil
-}
-
-// Fetch reads node's configz through the apiserver's proxy and applies t.
-// A missing "get" on "nodes/proxy" is an error that says so.
-func Fetch(ctx context.Context, client kubernetes.Interface, t *configz.Transformer, node string) ([]byte, error) {
-	raw, err := configz.Fetch(ctx, client.CoreV1().RESTClient(), node)
-	if err != nil {
-		if apierrors.IsForbidden(err) {
-			return nil, fmt.Errorf(`%w: reading a kubelet's config needs "get" on "nodes/proxy"; check with: kubectl auth can-i get nodes --subresource=proxy`, err)
-		}
-		return nil, err
-	}
-	return t.Transform(ctx, raw)
 }
 
 // snapshot is the result for one node.

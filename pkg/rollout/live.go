@@ -1,0 +1,35 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// LiveStatus returns r with its nodes' phases read from the nodes now, and
+// its State: Live over one List of the nodes of r's selector, as rollout
+// status shows a rollout whether or not a client drives it. A node the
+// List does not hold is Skipped, as Live skips a node not found.
+func LiveStatus(ctx context.Context, client kubernetes.Interface, r *Rollout) (*Rollout, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: r.Spec.Selector})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	byName := make(map[string]int, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = i
+	}
+	live, _, _, err := Live(r, func(name string) (*corev1.Node, error) {
+		if i, ok := byName[name]; ok {
+			return &list.Items[i], nil
+		}
+		return nil, nil
+	}, metav1.NowMicro())
+	if live != nil {
+		live.Status.State = live.State()
+	}
+	return live, err
+}
