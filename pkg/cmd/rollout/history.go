@@ -2,17 +2,18 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
@@ -22,36 +23,53 @@ import (
 
 // HistoryOptions holds the flags of `kubectl dkc rollout history`.
 type HistoryOptions struct {
-	Node   string
-	Output string
+	Node string
 
-	Client kubernetes.Interface
+	PrintFlags *genericclioptions.PrintFlags
+	// Printer prints the NodeConfigHistory: the table by default, else
+	// as -o says.
+	Printer printers.ResourcePrinter
+	Client  kubernetes.Interface
 	genericiooptions.IOStreams
+}
+
+// NewHistoryOptions returns HistoryOptions with the defaults.
+func NewHistoryOptions(streams genericiooptions.IOStreams) *HistoryOptions {
+	return &HistoryOptions{PrintFlags: genericclioptions.NewPrintFlags(""), IOStreams: streams}
 }
 
 // NewCmdHistory returns the rollout history command.
 func NewCmdHistory(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &HistoryOptions{IOStreams: streams}
+	o := NewHistoryOptions(streams)
 	cmd := &cobra.Command{
 		Use:   "history NODE",
 		Short: "Show the configs a node ran, when, and how each apply ended",
 		Long: fmt.Sprintf(`Show the configs a node's kubelet was put on by its dkc agent, oldest
 first: when each apply ended, and how (Applied, RolledBack, Refused, Reset,
 Drift). The agent keeps the last %d in the node's annotation %s.
--o json|yaml print the entries as the annotation holds them.`, source.MaxHistory, source.HistoryAnnotation),
+-o json|yaml print a %s object, whose entries are the annotation's
+entries as it holds them.`, source.MaxHistory, source.HistoryAnnotation, status.HistoryKind),
 		Example: `  # What node-1 ran
-  kubectl dkc rollout history node-1`,
+  kubectl dkc rollout history node-1
+
+  # How each apply ended, one word a line
+  kubectl dkc rollout history node-1 -o jsonpath='{range .entries[*]}{.result}{"\n"}{end}'`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE:              lifecycle.RunE(f, o),
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: (json, yaml).")
+	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }
 
-// Complete fills in the node and the client.
+// Complete fills in the node, the printer and the client.
 func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Command, args []string) error {
 	o.Node = args[0]
+	if *o.PrintFlags.OutputFormat == "" {
+		o.Printer = printers.ResourcePrinterFunc(printHistoryTable)
+	} else if p, err := o.PrintFlags.ToPrinter(); err == nil {
+		o.Printer = p
+	}
 	var err error
 	o.Client, _, err = newClients(f, source.DefaultNamespace)
 	return err
@@ -59,11 +77,10 @@ func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, _ *cobra
 
 // Validate checks the flags.
 func (o *HistoryOptions) Validate() error {
-	switch o.Output {
-	case "", "json", "yaml":
-		return nil
+	if o.Printer == nil {
+		return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
 	}
-	return fmt.Errorf("invalid --output %q: must be json or yaml", o.Output)
+	return nil
 }
 
 // Run prints the node's history.
@@ -72,32 +89,22 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get node %q: %w", o.Node, err)
 	}
-	h, err := source.History(node)
+	h, err := status.HistoryFromNode(node)
 	if err != nil {
 		return err
 	}
-	if h == nil {
-		h = []source.HistoryEntry{}
+	return o.Printer.PrintObj(h, o.Out)
+}
+
+// printHistoryTable prints a NodeConfigHistory as a table, an entry a row.
+func printHistoryTable(obj runtime.Object, w io.Writer) error {
+	h, ok := obj.(*status.NodeConfigHistory)
+	if !ok {
+		return fmt.Errorf("history table: unexpected %T", obj)
 	}
-	switch o.Output {
-	case "json":
-		b, err := json.MarshalIndent(h, "", "    ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.Out, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(h)
-		if err != nil {
-			return err
-		}
-		_, err = o.Out.Write(b)
-		return err
-	}
-	tw := printers.GetNewTabWriter(o.Out)
+	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "TIME\tRESULT\tCONFIG\tMESSAGE")
-	for _, e := range h {
+	for _, e := range h.Entries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), oneLine(e.Message))
 	}
 	return tw.Flush()

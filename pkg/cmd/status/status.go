@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -246,8 +248,12 @@ func (o *Options) print(items []dkcstatus.NodeConfig) error {
 	case outputTable, outputWide:
 		return dkcstatus.PrintTable(o.Out, items, o.Output == outputWide)
 	case outputName:
+		// node/NAME, as kubectl get nodes -o name prints it, so that the
+		// names chain into kubectl; a NodeConfig's own would not.
+		p := &printers.NamePrinter{}
 		for _, item := range dkcstatus.NewList(items).Items {
-			if _, err := fmt.Fprintf(o.Out, "node/%s\n", item.Name); err != nil {
+			node := &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: item.Name}}
+			if err := p.PrintObj(node, o.Out); err != nil {
 				return err
 			}
 		}
