@@ -133,16 +133,16 @@ func Decide(in Input) Output {
 
 	// The revision: the newest rollout's, when it rolls this config out;
 	// else the next one.
-	revs := byRevision(in.Rollouts)
+	revs := Revisions(in.Rollouts)
 	rev := int64(1)
 	var current []*rollout.Rollout
 	if len(revs) > 0 {
 		newest := revs[len(revs)-1]
-		rev = newest.rev
-		if !sameConfig(newest.rollouts[0], target, pin) {
+		rev = newest.Number
+		if !sameConfig(newest.Rollouts[0], target, pin) {
 			rev++
 		} else {
-			current = newest.rollouts
+			current = newest.Rollouts
 		}
 	}
 	st.Revision = rev
@@ -150,14 +150,14 @@ func Decide(in Input) Output {
 	// An older revision still under way is superseded; the pool's paused
 	// flag governs the current one.
 	for _, r := range revs {
-		for _, ro := range r.rollouts {
+		for _, ro := range r.Rollouts {
 			state := ro.State()
 			switch {
-			case r.rev != rev && !state.Terminal():
+			case r.Number != rev && !state.Terminal():
 				out.Abort = append(out.Abort, ro.Name)
-			case r.rev == rev && p.Spec.Paused && state == rollout.Running:
+			case r.Number == rev && p.Spec.Paused && state == rollout.Running:
 				out.Pause = append(out.Pause, ro.Name)
-			case r.rev == rev && !p.Spec.Paused && state == rollout.Paused:
+			case r.Number == rev && !p.Spec.Paused && state == rollout.Paused:
 				out.Resume = append(out.Resume, ro.Name)
 			}
 		}
@@ -221,15 +221,19 @@ func selectNodes(p *Pool, others []*Pool, nodes []*corev1.Node) ([]*corev1.Node,
 	return picked, conflicts, nil
 }
 
-// revision is one revision's rollouts, oldest first.
-type revision struct {
-	rev      int64
-	rollouts []*rollout.Rollout
+// Revision is one revision of a pool: its number and its rollouts, oldest
+// first. Its config is its rollouts' (Spec.Config and Spec.Pin).
+type Revision struct {
+	Number   int64
+	Rollouts []*rollout.Rollout
 }
 
-// byRevision groups rollouts by RevisionLabel, oldest revision first; a
-// rollout without a valid revision is left out.
-func byRevision(rollouts []*rollout.Rollout) []revision {
+// Latest is the revision's newest rollout.
+func (r Revision) Latest() *rollout.Rollout { return r.Rollouts[len(r.Rollouts)-1] }
+
+// Revisions groups a pool's rollouts by RevisionLabel, oldest revision
+// first; a rollout without a valid revision is left out.
+func Revisions(rollouts []*rollout.Rollout) []Revision {
 	m := map[int64][]*rollout.Rollout{}
 	for _, r := range rollouts {
 		n, err := strconv.ParseInt(r.Labels[RevisionLabel], 10, 64)
@@ -238,7 +242,7 @@ func byRevision(rollouts []*rollout.Rollout) []revision {
 		}
 		m[n] = append(m[n], r)
 	}
-	var out []revision
+	var out []Revision
 	for n, rs := range m {
 		slices.SortFunc(rs, func(a, b *rollout.Rollout) int {
 			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
@@ -246,9 +250,9 @@ func byRevision(rollouts []*rollout.Rollout) []revision {
 			}
 			return strings.Compare(a.Name, b.Name)
 		})
-		out = append(out, revision{rev: n, rollouts: rs})
+		out = append(out, Revision{Number: n, Rollouts: rs})
 	}
-	slices.SortFunc(out, func(a, b revision) int { return int(a.rev - b.rev) })
+	slices.SortFunc(out, func(a, b Revision) int { return int(a.Number - b.Number) })
 	return out
 }
 

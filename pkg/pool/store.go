@@ -2,12 +2,15 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -65,4 +68,26 @@ func (s *Store) UpdateStatus(ctx context.Context, p *Pool) (*Pool, error) {
 		return nil, fmt.Errorf("update nodeconfigpool %q status: %w", p.Name, err)
 	}
 	return Decode(got)
+}
+
+// SetConfig points pool name at src pinned by pin (its digest and allowed
+// classes), on the condition that the pool is still at resourceVersion rv:
+// `rollout undo --to-revision` goes back to an earlier revision's bytes.
+func (s *Store) SetConfig(ctx context.Context, name, rv string, src *corev1.NodeConfigSource, pin *source.Pin) (*Pool, error) {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": rv},
+		"spec": map[string]any{
+			"configSource": src,
+			"digest":       pin.Digest,
+			"allowUnsafe":  pin.AllowUnsafe,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.resource().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("update nodeconfigpool %q: %w", name, err)
+	}
+	return Decode(u)
 }

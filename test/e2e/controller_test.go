@@ -515,6 +515,37 @@ spec:
 			t.Errorf("the joining node's rollout workers-2-2: %v", err)
 		}
 	})
+
+	t.Run("kubectl dkc reads the pool: status, history, list", func(t *testing.T) {
+		st := mustDKC(t, c, "", "rollout", "status", "ncp/workers")
+		if !strings.Contains(st.Stdout, "nodeconfigpool/workers: Ready") || !strings.Contains(st.Stdout, "3 nodes selected, 3 updated") {
+			t.Errorf("rollout status ncp/workers:\n%s", st.Stdout)
+		}
+		h := mustDKC(t, c, "", "rollout", "history", "ncp/workers")
+		for _, want := range []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^1 +kube-system/pool-a +sha256:\w+ +- +workers-1 +Done`),
+			regexp.MustCompile(`(?m)^2 \(current\) +kube-system/pool-b +sha256:\w+ +- +workers-2,workers-2-2 +Done`),
+		} {
+			if !want.MatchString(h.Stdout) {
+				t.Errorf("rollout history ncp/workers does not match %s:\n%s", want, h.Stdout)
+			}
+		}
+		l := mustDKC(t, c, "", "rollout", "list")
+		if !regexp.MustCompile(`(?m)^workers-2-2 +Done +workers +2 +kube-system/pool-b +1 +1 `).MatchString(l.Stdout) {
+			t.Errorf("rollout list:\n%s", l.Stdout)
+		}
+	})
+
+	t.Run("rollout undo ncp/POOL goes back to the previous revision's bytes, as the next revision", func(t *testing.T) {
+		r := mustDKC(t, c, "", "rollout", "undo", "ncp/workers", "--wait", "--timeout", "4m")
+		if !strings.Contains(r.Stdout, "rolled back to revision 1 (kube-system/pool-a") || !strings.Contains(r.Stdout, "nodeconfigpool/workers: Ready") {
+			t.Errorf("rollout undo ncp/workers:\n%s", r.Stdout)
+		}
+		active("pool-a", names...)
+		if out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.status.revision}"); out != "3" {
+			t.Errorf("revision %s after the undo, want 3", out)
+		}
+	})
 }
 
 // kubectl runs the pinned kubectl as the admin of c, with stdin, and

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -24,12 +26,16 @@ import (
 // HistoryOptions holds the flags of `kubectl dkc rollout history`.
 type HistoryOptions struct {
 	Node string
+	// Pool is set for ncp/POOL: the pool's revisions instead of a node's
+	// history.
+	Pool string
 
 	PrintFlags *genericclioptions.PrintFlags
 	// Printer prints the NodeConfigHistory: the table by default, else
 	// as -o says.
 	Printer printers.ResourcePrinter
 	Client  kubernetes.Interface
+	Store   *rollout.Store
 	genericiooptions.IOStreams
 }
 
@@ -42,15 +48,23 @@ func NewHistoryOptions(streams genericiooptions.IOStreams) *HistoryOptions {
 func NewCmdHistory(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewHistoryOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "history NODE",
-		Short: "Show the configs a node ran, when, and how each apply ended",
+		Use:   "history (NODE | ncp/POOL)",
+		Short: "Show the configs a node ran, or a pool's revisions",
 		Long: fmt.Sprintf(`Show the configs a node's kubelet was put on by its dkc agent, oldest
 first: when each apply ended, and how (Applied, RolledBack, Refused, Reset,
 Drift). The agent keeps the last %d in the node's annotation %s.
 -o json|yaml print a %s object, whose entries are the annotation's
-entries as it holds them.`, source.MaxHistory, source.HistoryAnnotation, status.HistoryKind),
+entries as it holds them.
+
+With ncp/POOL, the revisions of a NodeConfigPool, oldest first, as kubectl
+rollout history lists a Deployment's: each revision's config, the sha256 it
+pinned, the classes it allowed, its rollouts and how the newest ended.
+kubectl dkc rollout undo ncp/POOL --to-revision=N goes back to one.`, source.MaxHistory, source.HistoryAnnotation, status.HistoryKind),
 		Example: `  # What node-1 ran
   kubectl dkc rollout history node-1
+
+  # The revisions of the pool workers
+  kubectl dkc rollout history ncp/workers
 
   # How each apply ended, one word a line
   kubectl dkc rollout history node-1 -o jsonpath='{range .entries[*]}{.result}{"\n"}{end}'`,
@@ -63,8 +77,18 @@ entries as it holds them.`, source.MaxHistory, source.HistoryAnnotation, status.
 }
 
 // Complete fills in the node, the printer and the client.
-func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Command, args []string) error {
+func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Command, args []string) error {
 	o.Node = args[0]
+	if name, ok := poolArg(args[0]); ok {
+		o.Pool, o.Node = name, ""
+		ns, err := util.ConfigNamespace(f, cmd)
+		if err != nil {
+			return err
+		}
+		o.Client, o.Store, err = newClients(f, ns)
+		return err
+	}
+	o.Node = strings.TrimPrefix(o.Node, "node/")
 	if *o.PrintFlags.OutputFormat == "" {
 		o.Printer = printers.ResourcePrinterFunc(printHistoryTable)
 	} else if p, err := o.PrintFlags.ToPrinter(); err == nil {
@@ -77,14 +101,24 @@ func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, _ *cobra
 
 // Validate checks the flags.
 func (o *HistoryOptions) Validate() error {
-	if o.Printer == nil {
+	if o.Pool != "" && *o.PrintFlags.OutputFormat != "" {
+		return errors.New("-o cannot be used with ncp/POOL: its revisions are the rollouts that kubectl get ncr -l kubectl-dkc.io/pool=POOL prints")
+	}
+	if o.Pool == "" && o.Printer == nil {
 		return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
 	}
 	return nil
 }
 
-// Run prints the node's history.
+// Run prints the node's history, or the pool's revisions.
 func (o *HistoryOptions) Run(ctx context.Context) error {
+	if o.Pool != "" {
+		p, revs, err := poolRevisions(ctx, poolStore(o.Store), o.Store, o.Pool)
+		if err != nil {
+			return err
+		}
+		return printPoolHistory(o.Out, p, revs)
+	}
 	node, err := o.Client.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get node %q: %w", o.Node, err)

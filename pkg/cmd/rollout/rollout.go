@@ -59,6 +59,7 @@ rollout resume NAME carries on from where it stopped. See docs/rollout.md.`,
 	cmd.AddCommand(NewCmdSetState(f, streams, abortVerb))
 	cmd.AddCommand(NewCmdHistory(f, streams))
 	cmd.AddCommand(NewCmdUndo(f, streams))
+	cmd.AddCommand(NewCmdList(f, streams))
 	return cmd
 }
 

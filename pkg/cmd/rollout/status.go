@@ -8,14 +8,19 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // StatusOptions holds the flags of `kubectl dkc rollout status`.
@@ -46,10 +51,13 @@ func NewStatusOptions(streams genericiooptions.IOStreams) *StatusOptions {
 func NewCmdStatus(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewStatusOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "status [NAME]",
-		Short: "Show a rollout's waves: done, in progress, waiting, failed",
+		Use:   "status [NAME | ncp/POOL]",
+		Short: "Show a rollout's waves: done, in progress, waiting, failed; or a pool's state",
 		Long: `Show a rollout's waves: how many nodes of each are done, in progress,
-waiting or failed. Without NAME, the newest rollout is shown.
+waiting or failed. Without NAME, the newest rollout is shown. With
+ncp/POOL, a NodeConfigPool: its state (Ready, Reconciling or Stalled), its
+revision and node counts, and its current rollout's waves; -w follows it
+until it is Ready (0) or Stalled (2).
 
 Each node's phase is read live from its carrier status, so the table is
 right even when no client drives the rollout. -o json|yaml print the
@@ -71,7 +79,10 @@ Exit codes, with or without -w (docs/user-guide.md#exit-codes):
   kubectl dkc rollout status my-node-config-5fd8t4bhgb-x7k2q -w
 
   # The halt reason, for a script
-  kubectl dkc rollout status -o jsonpath='{.status.reason}'`,
+  kubectl dkc rollout status -o jsonpath='{.status.reason}'
+
+  # A pool, until it is Ready
+  kubectl dkc rollout status ncp/workers -w --timeout 30m`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: lifecycle.RunE(f, o),
 	}
@@ -111,8 +122,12 @@ func (o *StatusOptions) Validate() error {
 	return nil
 }
 
-// Run prints the rollout with its nodes' live phases, or follows it.
+// Run prints the rollout with its nodes' live phases, or follows it; for a
+// pool (ncp/NAME), the pool's state and its current rollout.
 func (o *StatusOptions) Run(ctx context.Context) error {
+	if name, ok := poolArg(o.Name); ok {
+		return o.runPool(ctx, name)
+	}
 	r, err := resolve(ctx, o.Store, o.Name)
 	if err != nil {
 		return err
@@ -144,6 +159,30 @@ func stateError(r *rollout.Rollout) error {
 		return fmt.Errorf("rollout %q %w: %s", r.Name, rollout.ErrHalted, r.Status.Reason)
 	case rollout.Aborted:
 		return fmt.Errorf("rollout %q: %w", r.Name, rollout.ErrAborted)
+	}
+	return nil
+}
+
+// runPool is Run for pool name.
+func (o *StatusOptions) runPool(ctx context.Context, name string) error {
+	pools := poolStore(o.Store)
+	if o.Watch {
+		return followPool(ctx, o.Out, pools, name, o.Timeout)
+	}
+	p, err := pools.Get(ctx, name)
+	if err != nil {
+		return err
+	}
+	if o.Printer != nil {
+		err = o.Printer.PrintObj(p, o.Out)
+	} else {
+		err = printPoolStatus(ctx, o.Out, o.Client, o.Store, p)
+	}
+	if err != nil {
+		return err
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, pool.Stalled); c != nil && c.Status == metav1.ConditionTrue && p.Status.ObservedGeneration == p.Generation {
+		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("nodeconfigpool %q is stalled (%s): %s", name, c.Reason, c.Message)}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -28,7 +29,12 @@ type UndoOptions struct {
 	Namespace      string
 	MaxUnavailable string
 	// Canary is --canary; negative: the undone rollout's.
-	Canary  int
+	Canary int
+	// ToRevision is --to-revision, for ncp/POOL: the revision to go back
+	// to; 0, the one before the current.
+	ToRevision int64
+	// Pool is set for ncp/POOL.
+	Pool    string
 	Wait    bool
 	Timeout time.Duration
 	// TimeoutSet is whether --timeout was given.
@@ -50,20 +56,30 @@ func NewUndoOptions(streams genericiooptions.IOStreams) *UndoOptions {
 func NewCmdUndo(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewUndoOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "undo (NAME | --latest)",
-		Short: "Take every node a rollout started back to the config it ran before, under the same budget",
+		Use:   "undo (NAME | --latest | ncp/POOL [--to-revision=N])",
+		Short: "Take every node a rollout started back to the config it ran before, or a pool back to an earlier revision",
 		Long: `Take every node a rollout started back to the assignment it had before
 (another config, or its local config), as a new rollout under the same
 budget, canary and drain rules. Nodes the rollout skipped or never started
 are left alone. --latest undoes the newest rollout that is not itself an
 undo, instead of NAME. A running or paused rollout is aborted first.
 
---wait, --timeout and the exit codes are those of rollout start.`,
+With ncp/POOL, point the NodeConfigPool back at the config of revision
+--to-revision (default: the one before the current), pinned to the bytes
+that revision pinned: the controller rolls it out as the pool's next
+revision, under the pool's strategy. If the pool's spec is kept in git,
+change it there too, or the next sync undoes the undo.
+
+--wait, --timeout and the exit codes are those of rollout start; with a
+pool, --wait follows it until it is Ready (0) or Stalled (2).`,
 		Example: `  # Undo the newest rollout and follow it
   kubectl dkc rollout undo --latest --wait
 
   # Undo a halted rollout two nodes at a time, with no canary
-  kubectl dkc rollout undo my-node-config-5fd8t4bhgb-x7k2q --max-unavailable 2 --canary 0 --wait`,
+  kubectl dkc rollout undo my-node-config-5fd8t4bhgb-x7k2q --max-unavailable 2 --canary 0 --wait
+
+  # The pool workers back to its revision 3
+  kubectl dkc rollout undo ncp/workers --to-revision=3 --wait`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: lifecycle.RunE(f, o),
 	}
@@ -71,6 +87,7 @@ undo, instead of NAME. A running or paused rollout is aborted first.
 	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Undo the newest rollout that is not itself an undo, instead of NAME.")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "As for rollout start (default: the undone rollout's budget).")
 	cmd.Flags().Var(&canaryValue{&o.Canary}, "canary", "As for rollout start (default: the undone rollout's canary).")
+	cmd.Flags().Int64Var(&o.ToRevision, "to-revision", 0, "With ncp/POOL: the revision to go back to (kubectl dkc rollout history ncp/POOL); default the one before the current.")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the undo is done, halted or the timeout passed; without a controller, drive it from here.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
 	return cmd
@@ -104,6 +121,9 @@ func (o *UndoOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.
 	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 		return err
 	}
+	if name, ok := poolArg(o.Name); ok {
+		o.Pool, o.Name = name, ""
+	}
 	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, util.DryRunNone, "started"); err != nil {
 		return err
@@ -114,8 +134,18 @@ func (o *UndoOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.
 
 // Validate checks the flags.
 func (o *UndoOptions) Validate() error {
-	if err := validateNameOrLatest(o.Name, o.Latest, o.Namespace); err != nil {
-		return err
+	switch {
+	case o.Pool != "" && (o.Latest || o.MaxUnavailable != "" || o.Canary >= 0):
+		return errors.New("--latest, --max-unavailable and --canary cannot be used with ncp/POOL: a pool rolls back under its own strategy")
+	case o.Pool == "" && o.ToRevision != 0:
+		return errors.New("--to-revision needs ncp/POOL: a rollout has one revision; undo NAME takes its nodes back to what they ran before it")
+	case o.ToRevision < 0:
+		return fmt.Errorf("invalid --to-revision %d: must be a revision number (kubectl dkc rollout history ncp/POOL)", o.ToRevision)
+	}
+	if o.Pool == "" {
+		if err := validateNameOrLatest(o.Name, o.Latest, o.Namespace); err != nil {
+			return err
+		}
 	}
 	if o.MaxUnavailable != "" {
 		if _, err := rollout.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
@@ -137,6 +167,18 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	lead, err := leader(ctx, o.Client, o.Namespace)
 	if err != nil {
 		return err
+	}
+	if o.Pool != "" {
+		if lead == "" {
+			return errNoController(o.Namespace)
+		}
+		if err := undoPool(ctx, poolStore(o.Store), o.Store, o.Pool, o.ToRevision, o.Out); err != nil {
+			return err
+		}
+		if !o.Wait {
+			return nil
+		}
+		return followPool(ctx, o.Out, poolStore(o.Store), o.Pool, o.Timeout)
 	}
 	if lead == "" && !o.Wait {
 		return errNoController(o.Namespace)

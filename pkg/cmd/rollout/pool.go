@@ -1,0 +1,198 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/pool"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+)
+
+// poolPrefixes name a NodeConfigPool where a command takes NAME.
+var poolPrefixes = []string{"ncp/", "nodeconfigpool/", "nodeconfigpools/", "nodeconfigpool.kubectl-dkc.io/"}
+
+// poolArg returns the pool arg names (ncp/NAME and the like), or false
+// when arg names no pool.
+func poolArg(arg string) (string, bool) {
+	for _, p := range poolPrefixes {
+		if name, ok := strings.CutPrefix(arg, p); ok && name != "" {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// poolRevisions reads pool name and its revisions, oldest first.
+func poolRevisions(ctx context.Context, pools *pool.Store, rollouts *rollout.Store, name string) (*pool.Pool, []pool.Revision, error) {
+	p, err := pools.Get(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err := rollouts.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var own []*rollout.Rollout
+	for _, r := range all {
+		if r.Labels[pool.Label] == name {
+			own = append(own, r)
+		}
+	}
+	return p, pool.Revisions(own), nil
+}
+
+// printPoolHistory prints a pool's revisions, as kubectl rollout history
+// prints a Deployment's.
+func printPoolHistory(out io.Writer, p *pool.Pool, revs []pool.Revision) error {
+	tw := printers.GetNewTabWriter(out)
+	fmt.Fprintf(tw, "nodeconfigpool/%s\n", p.Name)
+	fmt.Fprintln(tw, "REVISION\tCONFIG\tDIGEST\tALLOW-UNSAFE\tROLLOUTS\tSTATE\tCREATED")
+	for _, r := range revs {
+		first, latest := r.Rollouts[0], r.Latest()
+		var names []string
+		for _, ro := range r.Rollouts {
+			names = append(names, ro.Name)
+		}
+		digest, allow := "-", "-"
+		if pin := first.Spec.Pin; pin != nil {
+			digest = source.ShortDigest(pin.Digest)
+			if len(pin.AllowUnsafe) > 0 {
+				allow = strings.Join(pin.AllowUnsafe, ",")
+			}
+		}
+		current := ""
+		if r.Number == p.Status.Revision {
+			current = " (current)"
+		}
+		fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Number, current, rollout.DescribeTarget(first.Spec.Config), digest, allow,
+			strings.Join(names, ","), latest.State(), first.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// undoPool points pool name back at revision to's config (0: the revision
+// before the current one), pinned to the bytes that revision pinned; the
+// controller rolls it out as the pool's next revision.
+func undoPool(ctx context.Context, pools *pool.Store, rollouts *rollout.Store, name string, to int64, out io.Writer) error {
+	p, revs, err := poolRevisions(ctx, pools, rollouts, name)
+	if err != nil {
+		return err
+	}
+	if to == 0 {
+		for i := len(revs) - 1; i >= 0; i-- {
+			if revs[i].Number < p.Status.Revision {
+				to = revs[i].Number
+				break
+			}
+		}
+		if to == 0 {
+			return fmt.Errorf("nodeconfigpool %q has no revision before its current one (%d): name one with --to-revision (kubectl dkc rollout history ncp/%s)", name, p.Status.Revision, name)
+		}
+	}
+	for _, r := range revs {
+		if r.Number != to {
+			continue
+		}
+		first := r.Rollouts[0]
+		if first.Spec.Config == nil || first.Spec.Pin == nil {
+			return fmt.Errorf("revision %d of nodeconfigpool %q names no config", to, name)
+		}
+		if _, err := pools.SetConfig(ctx, name, p.ResourceVersion, first.Spec.Config, first.Spec.Pin); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "nodeconfigpool.kubectl-dkc.io/%s rolled back to revision %d (%s, %s)\n", name, to,
+			rollout.DescribeTarget(first.Spec.Config), source.ShortDigest(first.Spec.Pin.Digest))
+		return nil
+	}
+	return fmt.Errorf("nodeconfigpool %q has no revision %d (kubectl dkc rollout history ncp/%s lists them)", name, to, name)
+}
+
+// printPoolStatus prints pool p's state, and its current rollout's table.
+func printPoolStatus(ctx context.Context, out io.Writer, client kubernetes.Interface, rollouts *rollout.Store, p *pool.Pool) error {
+	fmt.Fprintln(out, describePool(p))
+	if p.Status.CurrentRollout == "" {
+		return nil
+	}
+	r, err := rollouts.Get(ctx, p.Status.CurrentRollout)
+	if errors.Is(err, rollout.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	live, err := rollout.LiveStatus(ctx, client, r)
+	if err != nil {
+		return err
+	}
+	return rollout.PrintTable(out, live)
+}
+
+// describePool is a pool's one-line state: the condition that is True,
+// its message, the revision and the counts.
+func describePool(p *pool.Pool) string {
+	state, msg := "Unknown", "the controller has not reported on it"
+	if p.Status.ObservedGeneration == p.Generation {
+		for _, typ := range []string{pool.Stalled, pool.Ready, pool.Reconciling} {
+			if c := meta.FindStatusCondition(p.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
+				state, msg = typ, c.Message
+				break
+			}
+		}
+	}
+	n := p.Status.Nodes
+	return fmt.Sprintf("nodeconfigpool/%s: %s (%s), revision %d, %d nodes selected, %d updated, %d available, %d failed, %d in other pools too",
+		p.Name, state, msg, p.Status.Revision, n.Selected, n.Updated, n.Available, n.Failed, n.Conflicting)
+}
+
+// followPool prints pool name's state whenever it changes, until it is
+// Ready (nil), Stalled (exit 2) or timeout passes (exit 3).
+func followPool(ctx context.Context, out io.Writer, pools *pool.Store, name string, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 365 * 24 * time.Hour
+	}
+	last := ""
+	var stalled *metav1.Condition
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := pools.Get(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		if line := describePool(p); line != last {
+			fmt.Fprintln(out, line)
+			last = line
+		}
+		if p.Status.ObservedGeneration != p.Generation {
+			return false, nil
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, pool.Stalled); c != nil && c.Status == metav1.ConditionTrue {
+			stalled = c
+			return true, nil
+		}
+		return meta.IsStatusConditionTrue(p.Status.Conditions, pool.Ready), nil
+	})
+	switch {
+	case err == nil && stalled != nil:
+		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("nodeconfigpool %q is stalled (%s): %s", name, stalled.Reason, stalled.Message)}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &util.ExitError{Code: dkcstatus.ExitTimeout, Err: fmt.Errorf("%w after %s: nodeconfigpool %q is not Ready", dkcstatus.ErrTimeout, timeout, name)}
+	}
+	return err
+}
+
+// poolStore is the pool store beside rollouts, in its namespace.
+func poolStore(rollouts *rollout.Store) *pool.Store {
+	return &pool.Store{Client: rollouts.Client, Namespace: rollouts.Namespace}
+}
