@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
@@ -157,4 +158,82 @@ func changedOutside(holds, previous *corev1.NodeConfigSource) string {
 // haltReason is the Reason of a rollout halted by node's error.
 func haltReason(node, errText string) string {
 	return fmt.Sprintf("node/%s: %s", node, errText)
+}
+
+// Live returns a copy of r with each node's phase brought up to date from
+// its Node (NextPhase), what was observed of each node, and whether any
+// phase changed. get returns nil for a node that does not exist; such a
+// node is Skipped. now stamps the phases that changed.
+func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
+	observed, _, err := observeNodes(r, get, Observe)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	r, changed := recordPhases(r, observed, now)
+	return r, observed, changed, nil
+}
+
+// observeNodes reads each node of r with get and observes it against its
+// target with observe. It returns what was observed of each node, and the
+// nodes as read; get returns nil for a node that does not exist, which is
+// in neither map. A node that observe fails on is observed with the error.
+func observeNodes(r *Rollout, get func(name string) (*corev1.Node, error), observe func(*corev1.Node, *corev1.NodeConfigSource, *source.Pin) (Observed, error)) (map[string]Observed, map[string]*corev1.Node, error) {
+	observed := make(map[string]Observed, len(r.Spec.Nodes))
+	nodes := make(map[string]*corev1.Node, len(r.Spec.Nodes))
+	for _, name := range r.Spec.Nodes {
+		node, err := get(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("get node %q: %w", name, err)
+		}
+		if node == nil {
+			continue
+		}
+		target, pin := r.Spec.Target(name)
+		o, err := observe(node, target, pin)
+		if err != nil {
+			o.Error = err.Error()
+		}
+		observed[name], nodes[name] = o, node
+	}
+	return observed, nodes, nil
+}
+
+// recordPhases returns a copy of r with each node's phase brought up to
+// date from what was observed of it (NextPhase), and whether any phase
+// changed. A node absent from observed does not exist: it is Skipped. now
+// stamps the phases that changed.
+func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime) (*Rollout, bool) {
+	r = r.DeepCopy()
+	if r.Status.Nodes == nil {
+		r.Status.Nodes = map[string]NodeStatus{}
+	}
+	changed := false
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		o, exists := observed[name]
+		if !exists {
+			if !rec.Phase.Finished() && rec.Phase != Failed {
+				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
+				r.Status.Nodes[name] = rec
+				changed = true
+			}
+			continue
+		}
+		phase, msg := NextPhase(rec, o)
+		if phase == rec.Phase && msg == rec.Error {
+			continue
+		}
+		rec.Phase, rec.Error = phase, msg
+		switch phase {
+		case InProgress:
+			if rec.Started == nil {
+				rec.Started = &now
+			}
+		case Succeeded, Skipped, Failed:
+			rec.Finished = &now
+		}
+		r.Status.Nodes[name] = rec
+		changed = true
+	}
+	return r, changed
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,21 +17,10 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// pass looks at every node of the rollout once and acts:
-//  1. record each node's phase from its carrier (NextPhase);
-//  2. halt on the first failed node;
-//  3. uncordon drained nodes that passed their health gate;
-//  4. finish when every node is done;
-//  5. enter the next wave once every earlier node is done and the soak
-//     passed;
-//  6. start the current wave's nodes while the budget has room: record
-//     them InProgress (with the assignment to undo to) first, then drain
-//     and assign them, up to Options.Parallel at once.
-//
-// Recording before assigning is what keeps the budget across a dead
-// client: a node recorded InProgress holds its slot, and whoever runs the
-// next pass assigns it if the dead client did not. A node is assigned only
-// when it does not hold its target, so it is never restarted twice.
+// pass looks at every node of the rollout once and acts on it: it reads
+// the rollout and its nodes, decides what to do (decide, which holds the
+// rules), and carries the decision out (execute). Read-only, it reports
+// each node's phase and acts on nothing.
 func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err := e.refresh(ctx); err != nil {
 		return true, err
@@ -47,236 +36,79 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 			return true, stateError(e.cur)
 		}
 	}
-	now := metav1.NewMicroTime(e.opts.Clock.Now())
-
-	// 1. phases
-	// Phases that only follow the carrier (Done, Skipped, InProgress seen
-	// on a node someone else assigned) are written lazily, with the next
-	// write that must happen: any client derives them again from the
-	// nodes. What the carrier cannot tell is written before it matters:
-	// nodes about to be assigned, waves, soak, cordons and final states.
-	r, observed, lazy, err := live(e.cur, func(name string) (*corev1.Node, error) {
-		node, err := e.nodes.Get(name)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return node, err
-	}, e.observations.observe, now)
+	now := e.opts.Clock.Now()
+	observed, nodes, err := observeNodes(e.cur, e.getNode, e.observations.observe)
 	if err != nil {
 		return true, err
 	}
-	nodes := make(map[string]*corev1.Node, len(observed))
-	for name := range observed {
-		if node, err := e.nodes.Get(name); err == nil {
-			nodes[name] = node
-		}
-	}
-
 	if e.opts.ReadOnly {
+		r, _ := recordPhases(e.cur, observed, metav1.NewMicroTime(now))
 		r.Status.State = r.State()
 		return e.follow(r, observed)
 	}
-
-	eager := false
-
-	// 2. halt
-	for _, name := range r.Spec.Nodes {
-		if rec := r.NodeStatus(name); rec.Phase == Failed {
-			r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
-			return e.finish(ctx, r, observed)
-		}
+	d, err := decide(e.cur, observed, nodes, e.assigned, now)
+	if err != nil {
+		return true, err
 	}
+	return e.execute(ctx, d, observed, nodes, now)
+}
 
-	// 3. uncordon
-	for _, name := range r.Spec.Nodes {
-		rec := r.NodeStatus(name)
-		if !rec.Cordoned || rec.Phase != Succeeded {
-			continue
-		}
+// getNode returns the node named name as the informer last saw it; nil
+// when it does not exist.
+func (e *engine) getNode(name string) (*corev1.Node, error) {
+	node, err := e.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return node, err
+}
+
+// execute carries d out, in the order the invariants ask (docs/rollout.md,
+// "Invariants"): a Final rollout (halted, or done once its drained nodes
+// are uncordoned) is written and ends the pass; otherwise the nodes are
+// uncordoned, the rollout is written with every node it starts recorded
+// InProgress, and only then are the nodes of d.Assign drained and
+// assigned. A write that loses to another client's ends the pass; the next
+// one decides again on fresh state.
+//
+// Phases that only follow the carrier (d.Recorded: Done, Skipped,
+// InProgress seen on a node someone else assigned) are written lazily,
+// with the next write that must happen: any client derives them again from
+// the nodes.
+func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Observed, nodes map[string]*corev1.Node, now time.Time) (bool, error) {
+	for _, name := range d.Uncordon {
 		if err := e.opts.Drainer.Uncordon(ctx, name); err != nil {
 			return true, err
 		}
-		rec.Cordoned = false
-		r.Status.Nodes[name] = rec
-		eager = true
 	}
-
-	// 4. done
-	if slices.IndexFunc(r.Spec.Nodes, func(n string) bool {
-		rec := r.NodeStatus(n)
-		return !rec.Phase.Finished() || rec.Cordoned
-	}) < 0 {
-		r.Status.State, r.Status.Reason = Done, ""
-		return e.finish(ctx, r, observed)
+	if d.Final {
+		return e.finish(ctx, d.Rollout, observed)
 	}
-
-	// 5. waves and soak
-	waves := Waves(&r.Spec)
-	current := slices.IndexFunc(waves, func(w Wave) bool {
-		return slices.ContainsFunc(w.Nodes, func(n string) bool { return !r.NodeStatus(n).Phase.Finished() })
-	})
-	e.wake = timeZero
-	if current > r.Status.Wave {
-		enter := true
-		if soak := r.Spec.Soak.Duration; soak > 0 {
-			healthy := true
-			for _, w := range waves[:current] {
-				for _, n := range w.Nodes {
-					if o, ok := observed[n]; ok && !(o.Ready && (o.Running || r.NodeStatus(n).Phase == Skipped)) {
-						healthy = false
-					}
-				}
-			}
-			switch {
-			case !healthy:
-				if r.Status.SoakSince != nil {
-					r.Status.SoakSince = nil
-					eager = true
-				}
-				enter = false
-			case r.Status.SoakSince == nil:
-				r.Status.SoakSince = &metav1.Time{Time: now.Time}
-				eager = true
-				enter = false
-				e.wake = now.Time.Add(soak)
-			case now.Time.Before(r.Status.SoakSince.Add(soak)):
-				enter = false
-				e.wake = r.Status.SoakSince.Add(soak)
-			}
-		}
-		if enter {
-			r.Status.Wave, r.Status.SoakSince = current, nil
-			eager = true
-		}
-	}
-
-	// 6. start
-	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
-	unavailable := 0
-	for _, name := range r.Spec.Nodes {
-		rec := r.NodeStatus(name)
-		o, exists := observed[name]
-		if rec.Phase == InProgress || rec.Cordoned || (exists && !o.Available()) {
-			unavailable++
-		}
-	}
-	if current == r.Status.Wave {
-		for _, name := range waves[current].Nodes {
-			rec := r.NodeStatus(name)
-			if rec.Phase != Waiting || unavailable >= budget {
-				continue
-			}
-			node := nodes[name]
-			prev, _, err := source.Assigned(node)
-			if err != nil {
-				return true, err
-			}
-			var prevPin *source.Pin
-			if prev != nil {
-				if prevPin, err = source.PinOf(node); err != nil {
-					return true, err
-				}
-			}
-			if o := observed[name]; o.Available() {
-				unavailable++
-			}
-			rec.Phase, rec.Started, rec.Previous, rec.PreviousPin = InProgress, &now, prev, prevPin
-			rec.Cordoned = slices.Contains(r.Spec.Drain, name)
-			r.Status.Nodes[name] = rec
-			eager = true
-		}
-	}
-	if eager {
-		ok, err := e.write(ctx, r)
+	e.wake = d.Wake
+	if d.Write {
+		ok, err := e.write(ctx, d.Rollout)
 		if err != nil || !ok {
 			return err != nil, err
 		}
-	} else if lazy {
+	} else if d.Recorded {
 		// Keep the lazy phases, with their times, for the next write; the
 		// resourceVersion stays the one read.
-		e.cur = r
+		e.cur = d.Rollout
 	}
-	if eager || lazy {
-		e.notify(r, observed)
+	if d.Write || d.Recorded {
+		e.notify(d.Rollout, observed)
 	}
 
-	// Assign every node recorded InProgress that does not hold its target
-	// yet: the ones just recorded, and any a dead client recorded.
-	var todo []string
-	for _, name := range e.cur.Spec.Nodes {
-		rec := e.cur.NodeStatus(name)
-		o, exists := observed[name]
-		if rec.Phase != InProgress || !exists || o.Assigned || e.assigned[name] {
-			continue
-		}
-		todo = append(todo, name)
-	}
-	if name, err := e.startNodes(ctx, todo, nodes); err != nil {
+	if name, err := e.startNodes(ctx, d.Assign, nodes); err != nil {
+		stamp := metav1.NewMicroTime(now)
 		r := e.cur.DeepCopy()
 		rec := r.NodeStatus(name)
-		rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &now
+		rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &stamp
 		r.Status.Nodes[name] = rec
 		r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
 		return e.finish(ctx, r, observed)
 	}
 	return false, nil
-}
-
-var timeZero = metav1.Time{}.Time
-
-// Live returns a copy of r with each node's phase brought up to date from
-// its Node (NextPhase), what was observed of each node, and whether any
-// phase changed. get returns nil for a node that does not exist; such a
-// node is Skipped. now stamps the phases that changed.
-func Live(r *Rollout, get func(name string) (*corev1.Node, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
-	return live(r, get, Observe, now)
-}
-
-// live is Live with observe in place of Observe.
-func live(r *Rollout, get func(name string) (*corev1.Node, error), observe func(*corev1.Node, *corev1.NodeConfigSource, *source.Pin) (Observed, error), now metav1.MicroTime) (*Rollout, map[string]Observed, bool, error) {
-	r = r.DeepCopy()
-	if r.Status.Nodes == nil {
-		r.Status.Nodes = map[string]NodeStatus{}
-	}
-	changed := false
-	observed := map[string]Observed{}
-	for _, name := range r.Spec.Nodes {
-		rec := r.NodeStatus(name)
-		node, err := get(name)
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("get node %q: %w", name, err)
-		}
-		if node == nil {
-			if !rec.Phase.Finished() && rec.Phase != Failed {
-				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
-				r.Status.Nodes[name] = rec
-				changed = true
-			}
-			continue
-		}
-		target, pin := r.Spec.Target(name)
-		o, err := observe(node, target, pin)
-		if err != nil {
-			o.Error = err.Error()
-		}
-		observed[name] = o
-		phase, msg := NextPhase(rec, o)
-		if phase == rec.Phase && msg == rec.Error {
-			continue
-		}
-		rec.Phase, rec.Error = phase, msg
-		switch phase {
-		case InProgress:
-			if rec.Started == nil {
-				rec.Started = &now
-			}
-		case Succeeded, Skipped, Failed:
-			rec.Finished = &now
-		}
-		r.Status.Nodes[name] = rec
-		changed = true
-	}
-	return r, observed, changed, nil
 }
 
 // takeState records the state the rollout's spec asks for (Rollout.State)

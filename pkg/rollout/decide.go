@@ -1,0 +1,203 @@
+package rollout
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+// Decision is what one pass over a rollout does, as decide works it out
+// from what the pass read. The executor (engine.execute) carries it out in
+// this order: uncordon, write the rollout, assign.
+type Decision struct {
+	// Rollout is the rollout as it is to be written: each node's phase
+	// brought up to date from its observation, and every change below.
+	Rollout *Rollout
+	// Recorded: a phase changed that the nodes' carriers tell, so that
+	// any client derives it again. It may wait for the next write.
+	Recorded bool
+	// Write: Rollout holds what the carriers cannot tell (a node started,
+	// a wave entered, a soak begun or broken, a cordon lifted), and must be
+	// stored before anything else is done.
+	Write bool
+	// Final: Rollout is Halted or Done. It is written, and the pass ends.
+	Final bool
+	// Uncordon lists the drained nodes that passed their health gate, to
+	// uncordon before Rollout, which records them uncordoned, is written.
+	Uncordon []string
+	// Start lists the nodes this pass records InProgress, in rollout
+	// order.
+	Start []string
+	// Assign lists the nodes recorded InProgress that do not hold their
+	// target yet, in rollout order, to drain (where the rollout must) and
+	// assign once Rollout is written: the ones in Start, and any that a
+	// client recorded and did not assign before it died.
+	Assign []string
+	// Wake is when the soak before the next wave ends; zero when none
+	// runs.
+	Wake time.Time
+}
+
+// decide works out one pass over r, the rollout as read, at now. observed
+// holds what each node's carrier and conditions showed (a node absent from
+// it does not exist), nodes the Nodes as read (for the assignment each
+// held before the rollout starts it), and assigned the nodes this client
+// assigned already, which observed may not show yet. decide does no I/O.
+//
+// It keeps the rollout's invariants (docs/rollout.md, "Invariants"):
+//   - halt before anything else: a failed node halts the rollout, and
+//     nothing else is decided;
+//   - record, then assign: a node is started by recording it InProgress,
+//     with the assignment to undo to, in Rollout, which the executor
+//     writes before it assigns any node;
+//   - a node is assigned only when it does not hold its target.
+//
+// The steps, in order: record each node's phase (NextPhase); halt on the
+// first failed node; uncordon drained nodes that passed their health gate;
+// finish when every node is done; enter the next wave once every earlier
+// node is done and, with a soak, has stayed healthy that long; start the
+// current wave's waiting nodes, in order, while the budget has room.
+func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, now time.Time) (Decision, error) {
+	stamp := metav1.NewMicroTime(now)
+	r, recorded := recordPhases(r, observed, stamp)
+	d := Decision{Rollout: r, Recorded: recorded}
+
+	for _, name := range r.Spec.Nodes {
+		if rec := r.NodeStatus(name); rec.Phase == Failed {
+			r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
+			d.Final = true
+			return d, nil
+		}
+	}
+
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		if !rec.Cordoned || rec.Phase != Succeeded {
+			continue
+		}
+		rec.Cordoned = false
+		r.Status.Nodes[name] = rec
+		d.Uncordon = append(d.Uncordon, name)
+		d.Write = true
+	}
+
+	if !slices.ContainsFunc(r.Spec.Nodes, func(n string) bool {
+		rec := r.NodeStatus(n)
+		return !rec.Phase.Finished() || rec.Cordoned
+	}) {
+		r.Status.State, r.Status.Reason = Done, ""
+		d.Final = true
+		return d, nil
+	}
+
+	waves := Waves(&r.Spec)
+	current := slices.IndexFunc(waves, func(w Wave) bool {
+		return slices.ContainsFunc(w.Nodes, func(n string) bool { return !r.NodeStatus(n).Phase.Finished() })
+	})
+	if current > r.Status.Wave && enterWave(&d, waves[:current], observed, now) {
+		r.Status.Wave, r.Status.SoakSince = current, nil
+		d.Write = true
+	}
+
+	if current == r.Status.Wave {
+		started, err := start(r, waves[current].Nodes, observed, nodes, stamp)
+		if err != nil {
+			return Decision{}, err
+		}
+		d.Start = started
+		d.Write = d.Write || len(started) > 0
+	}
+
+	for _, name := range r.Spec.Nodes {
+		o, exists := observed[name]
+		if r.NodeStatus(name).Phase == InProgress && exists && !o.Assigned && !assigned[name] {
+			d.Assign = append(d.Assign, name)
+		}
+	}
+	return d, nil
+}
+
+// enterWave reports whether the rollout may enter the wave after done, the
+// waves whose nodes are all done. Without a soak it may at once. With one,
+// it may once every node of done has been Ready and running its target (or
+// skipped) for the soak, without a break: enterWave starts the soak in
+// d.Rollout, breaks it when a node is not, and sets d.Wake to its end.
+func enterWave(d *Decision, done []Wave, observed map[string]Observed, now time.Time) bool {
+	r := d.Rollout
+	soak := r.Spec.Soak.Duration
+	if soak <= 0 {
+		return true
+	}
+	healthy := true
+	for _, w := range done {
+		for _, n := range w.Nodes {
+			if o, ok := observed[n]; ok && !(o.Ready && (o.Running || r.NodeStatus(n).Phase == Skipped)) {
+				healthy = false
+			}
+		}
+	}
+	switch {
+	case !healthy:
+		if r.Status.SoakSince != nil {
+			r.Status.SoakSince = nil
+			d.Write = true
+		}
+		return false
+	case r.Status.SoakSince == nil:
+		r.Status.SoakSince = &metav1.Time{Time: now}
+		d.Write = true
+		d.Wake = now.Add(soak)
+		return false
+	case now.Before(r.Status.SoakSince.Add(soak)):
+		d.Wake = r.Status.SoakSince.Add(soak)
+		return false
+	}
+	return true
+}
+
+// start records InProgress, in r, the waiting nodes of wave, in order, while
+// the budget has room, with the assignment each holds now (to undo to) and
+// whether it is to be drained. A node in progress, cordoned, or not
+// available (NotReady, or unschedulable) takes a slot, whether the rollout
+// started it or not. start returns the nodes it started.
+func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[string]*corev1.Node, now metav1.MicroTime) ([]string, error) {
+	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
+	unavailable := 0
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		o, exists := observed[name]
+		if rec.Phase == InProgress || rec.Cordoned || (exists && !o.Available()) {
+			unavailable++
+		}
+	}
+	var started []string
+	for _, name := range wave {
+		rec := r.NodeStatus(name)
+		if rec.Phase != Waiting || unavailable >= budget {
+			continue
+		}
+		node := nodes[name]
+		prev, _, err := source.Assigned(node)
+		if err != nil {
+			return nil, err
+		}
+		var prevPin *source.Pin
+		if prev != nil {
+			if prevPin, err = source.PinOf(node); err != nil {
+				return nil, err
+			}
+		}
+		if observed[name].Available() {
+			unavailable++
+		}
+		rec.Phase, rec.Started, rec.Previous, rec.PreviousPin = InProgress, &now, prev, prevPin
+		rec.Cordoned = slices.Contains(r.Spec.Drain, name)
+		r.Status.Nodes[name] = rec
+		started = append(started, name)
+	}
+	return started, nil
+}
