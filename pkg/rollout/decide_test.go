@@ -179,7 +179,7 @@ func TestDecide(t *testing.T) {
 		"nodes that already run the target are skipped and take no slot": {
 			in: decideInput{spec: Spec{Nodes: fleetOf(3), Canary: 1},
 				observed: map[string]Observed{"n1": running, "n2": running}},
-			want:      Decision{Rollout: runningAt(2, nil), Recorded: true, Write: true, Start: []string{"n3"}, Assign: []string{"n3"}},
+			want:      Decision{Rollout: runningAt(1, nil), Recorded: true, Write: true, Start: []string{"n3"}, Assign: []string{"n3"}},
 			wantNodes: map[string]NodeStatus{"n1": {Phase: Skipped}, "n2": {Phase: Skipped}},
 		},
 		"a node that left the cluster is skipped": {
@@ -228,6 +228,25 @@ func TestDecide(t *testing.T) {
 				observed: map[string]Observed{"n1": {Holds: cm("old"), Ready: true, Schedulable: true}}},
 			want:      Decision{Rollout: runningAt(0, nil), Write: true, Start: []string{"n1"}, Assign: []string{"n1"}},
 			wantNodes: map[string]NodeStatus{"n1": {Phase: InProgress, Previous: cm("old"), Cordoned: true}},
+		},
+		"with no soak, a slot freed by a finished node goes at once to the next node, without waiting for the rest of its wave": {
+			in: decideInput{spec: oneCanaryBudget2,
+				status:   Status{Wave: 1, Nodes: map[string]NodeStatus{"n1": {Phase: Succeeded}, "n2": {Phase: InProgress}, "n3": {Phase: InProgress}}},
+				observed: map[string]Observed{"n1": running, "n2": running, "n3": applying}},
+			want:      Decision{Rollout: runningAt(1, nil), Recorded: true, Write: true, Start: []string{"n4"}, Assign: []string{"n4"}},
+			wantNodes: map[string]NodeStatus{"n2": {Phase: Succeeded}, "n3": {Phase: InProgress}, "n4": {Phase: InProgress}, "n5": {Phase: Waiting}},
+		},
+		"with no soak, the canary still goes first and alone": {
+			in: decideInput{spec: oneCanaryBudget2,
+				status:   Status{Nodes: map[string]NodeStatus{"n1": {Phase: InProgress}}},
+				observed: map[string]Observed{"n1": applying}},
+			want: Decision{Rollout: runningAt(0, nil)},
+		},
+		"with no soak and no canary, the budget alone bounds the nodes under way": {
+			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(3)},
+				status:   Status{Nodes: map[string]NodeStatus{"n1": {Phase: Succeeded}, "n2": {Phase: InProgress}}},
+				observed: map[string]Observed{"n1": running, "n2": applying}},
+			want: Decision{Rollout: runningAt(0, nil), Write: true, Start: []string{"n3", "n4"}, Assign: []string{"n3", "n4"}},
 		},
 		"with a soak, the next wave waits for every node of the wave before": {
 			in: decideInput{spec: withSoak,

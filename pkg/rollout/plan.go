@@ -71,16 +71,20 @@ func Budget(v intstr.IntOrString, total int) int {
 }
 
 // Wave is a group of nodes that starts only when every node before it is
-// done (and has soaked).
+// done (and has soaked). Within a wave, the budget alone bounds the nodes
+// under way: a slot freed by a finished node goes at once to the wave's
+// next waiting node.
 type Wave struct {
 	Index  int      `json:"index"`
 	Canary bool     `json:"canary,omitempty"`
 	Nodes  []string `json:"nodes"`
 }
 
-// Waves splits spec.Nodes into waves: the first Canary nodes alone, then
-// waves as large as the budget. Within a wave the budget still applies, so
-// a wave may start in parts while other nodes are unavailable.
+// Waves splits spec.Nodes into waves: the first Canary nodes alone, then,
+// with a soak, waves as large as the budget, each soaked before the next;
+// without one, the rest in one wave, over which the budget slides as a
+// DaemonSet's maxUnavailable does. Within a wave the budget applies, so a
+// wave may start in parts while other nodes are unavailable.
 func Waves(spec *Spec) []Wave {
 	var waves []Wave
 	nodes := spec.Nodes
@@ -88,7 +92,10 @@ func Waves(spec *Spec) []Wave {
 		waves = append(waves, Wave{Index: 0, Canary: true, Nodes: slices.Clone(nodes[:c])})
 		nodes = nodes[c:]
 	}
-	size := Budget(spec.MaxUnavailable, len(spec.Nodes))
+	size := len(nodes)
+	if spec.Soak.Duration > 0 {
+		size = Budget(spec.MaxUnavailable, len(spec.Nodes))
+	}
 	for len(nodes) > 0 {
 		n := min(size, len(nodes))
 		waves = append(waves, Wave{Index: len(waves), Nodes: slices.Clone(nodes[:n])})

@@ -99,17 +99,26 @@ func TestParseMaxUnavailableAndBudget(t *testing.T) {
 
 func TestWaves(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	soak := metav1.Duration{Duration: time.Minute}
 	tests := map[string]struct {
 		spec Spec
 		want []Wave
 	}{
-		"canary 1, budget 2": {
-			spec: Spec{Nodes: nodes, Canary: 1, MaxUnavailable: intstr.FromInt32(2)},
+		"with a soak, canary 1, budget 2: waves of the budget": {
+			spec: Spec{Nodes: nodes, Canary: 1, MaxUnavailable: intstr.FromInt32(2), Soak: soak},
 			want: []Wave{{0, true, []string{"n1"}}, {1, false, []string{"n2", "n3"}}, {2, false, []string{"n4", "n5"}}, {3, false, []string{"n6"}}},
 		},
-		"no canary, 50%": {
-			spec: Spec{Nodes: nodes, MaxUnavailable: intstr.FromString("50%")},
+		"with a soak, no canary, 50%": {
+			spec: Spec{Nodes: nodes, MaxUnavailable: intstr.FromString("50%"), Soak: soak},
 			want: []Wave{{0, false, []string{"n1", "n2", "n3"}}, {1, false, []string{"n4", "n5", "n6"}}},
+		},
+		"with no soak, canary 1, budget 2: the canary, then one wave that the budget slides over": {
+			spec: Spec{Nodes: nodes, Canary: 1, MaxUnavailable: intstr.FromInt32(2)},
+			want: []Wave{{0, true, []string{"n1"}}, {1, false, []string{"n2", "n3", "n4", "n5", "n6"}}},
+		},
+		"with no soak and no canary: one wave": {
+			spec: Spec{Nodes: nodes, MaxUnavailable: intstr.FromString("50%")},
+			want: []Wave{{0, false, nodes}},
 		},
 		"canary larger than fleet": {
 			spec: Spec{Nodes: nodes[:2], Canary: 5, MaxUnavailable: intstr.FromInt32(1)},
@@ -188,13 +197,16 @@ func errString(err error) string {
 type fakeAgents struct {
 	client  kubernetes.Interface
 	restart time.Duration
-	bad     func(src *corev1.NodeConfigSource) bool
+	// slow holds the nodes that restart for longer than restart.
+	slow map[string]time.Duration
+	bad  func(src *corev1.NodeConfigSource) bool
 
 	mu       sync.Mutex
 	busy     map[string]bool
 	peak     int
 	applies  map[string]int
 	order    []string
+	finished []string
 	overlaps int
 }
 
@@ -244,8 +256,12 @@ func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
 	a.applies[node.Name]++
 	a.order = append(a.order, node.Name)
 	a.mu.Unlock()
+	restart := a.restart
+	if d, ok := a.slow[node.Name]; ok {
+		restart = d
+	}
 	go func() {
-		time.Sleep(a.restart)
+		time.Sleep(restart)
 		next := &corev1.NodeConfigStatus{Assigned: want, Active: want}
 		if a.bad != nil && a.bad(want) {
 			next = &corev1.NodeConfigStatus{Assigned: want, Error: status.ValidateError}
@@ -257,6 +273,7 @@ func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
 		_, _ = a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		a.mu.Lock()
 		delete(a.busy, node.Name)
+		a.finished = append(a.finished, node.Name)
 		a.mu.Unlock()
 		// Events that came while busy were dropped: look at the node as
 		// it is now, as a level-driven agent does.
@@ -362,6 +379,31 @@ func TestRunRollsOutUnderBudget(t *testing.T) {
 		if agents.applies[n] != 1 {
 			t.Errorf("node %s applied %d times, want 1", n, agents.applies[n])
 		}
+	}
+}
+
+// TestRunSlidesTheBudgetWithoutASoak: with no soak and a budget of 2, the
+// nodes after the canary do not wait for a slow node: each slot it does not
+// hold goes to the next node as soon as it is free, so the slow node
+// finishes last.
+func TestRunSlidesTheBudgetWithoutASoak(t *testing.T) {
+	client, names := newFleet(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: client, restart: 20 * time.Millisecond, slow: map[string]time.Duration{"n2": time.Second},
+		busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
+	if _, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	agents.mu.Lock()
+	defer agents.mu.Unlock()
+	if diff := cmp.Diff([]string{"n1", "n3", "n4", "n5", "n2"}, agents.finished); diff != "" {
+		t.Errorf("nodes in the order they finished (-want +got):\n%s", diff)
+	}
+	if agents.peak > 2 {
+		t.Errorf("peak %d nodes restarting at once, budget 2", agents.peak)
 	}
 }
 

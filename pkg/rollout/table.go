@@ -91,6 +91,8 @@ func Headline(r *Rollout) string {
 		r.State(), target, len(r.Spec.Nodes), r.Spec.MaxUnavailable.String(), Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes)), r.Spec.Canary)
 	if r.Spec.Soak.Duration > 0 {
 		s += ", soak " + r.Spec.Soak.Duration.String()
+	} else {
+		s += ", no soak: a freed slot goes at once to the next node"
 	}
 	if len(r.Spec.Drain) > 0 {
 		s += fmt.Sprintf(", drains %d nodes", len(r.Spec.Drain))

@@ -120,7 +120,8 @@ type Spec struct {
 	// Canary is how many nodes go first, alone.
 	Canary int `json:"canary"`
 	// Soak is how long a finished wave must stay healthy before the next
-	// one starts.
+	// one starts. Without one, the nodes after the canary form one wave,
+	// over which the budget slides (Waves).
 	Soak metav1.Duration `json:"soak,omitempty"`
 	// OrderByLabel sorted Nodes by this label's value, then by name.
 	OrderByLabel string `json:"orderByLabel,omitempty"`

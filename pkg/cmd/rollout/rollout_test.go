@@ -130,11 +130,10 @@ func TestPrintTable(t *testing.T) {
 	if err := rollout.PrintTable(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	want := `rollout/r1: Running, kube-system/a over 4 nodes, max unavailable 2 (2), canary 1
+	want := `rollout/r1: Running, kube-system/a over 4 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node
 WAVE         STATE         DONE   IN-PROGRESS   WAITING   FAILED   NODES
 0 (canary)   done          1      0             0         0        n1(Done)
-1            in progress   0      1             1         0        n2(InProgress),n3
-2            waiting       0      0             1         0        n4
+1            in progress   0      1             2         0        n2(InProgress),n3,n4
 `
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -172,7 +171,7 @@ func TestPrintPlan(t *testing.T) {
 	if err := o.printPlan(rollout.New("kube-system", "r1", spec)); err != nil {
 		t.Fatal(err)
 	}
-	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, drains 1 nodes
+	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes
 WAVE         NODES   DRAIN
 0 (canary)   n1      
 1            n2,n3   n3

@@ -88,12 +88,13 @@ func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.
 		Long: `Roll a kubelet config out over nodes: a canary, then waves under a budget.
 
 The first --canary nodes (default 1) go alone; the rest waits until they run
-the config and are Ready. Then waves of --max-unavailable nodes follow, each
-starting once the one before is done and, with --soak, has stayed healthy
-that long. Never more than --max-unavailable nodes (a count, or a percentage
-of the selected nodes) restart, sit in their health gate, or are otherwise
-NotReady or cordoned at once; nodes that already are count against it.
-Nodes go in name order, or by the value of --order-by-label, then name.
+the config and are Ready. Without --soak, a slot freed by a node that is done
+then goes at once to the next node. With --soak, waves of --max-unavailable
+nodes follow, each starting once the one before is done and has stayed
+healthy that long. Never more than --max-unavailable nodes (a count, or a
+percentage of the selected nodes) restart, sit in their health gate, or are
+otherwise NotReady or cordoned at once; nodes that already are count against
+it. Nodes go in name order, or by the value of --order-by-label, then name.
 
 The rollout halts on the first node that reports an error for the config
 (refused, rolled back, download failure): no further node is started, and
@@ -157,7 +158,7 @@ Exit codes with --wait:
 	fl.StringVar(&o.Name, "name", o.Name, "Name of the rollout; default: the config's name and a random suffix.")
 	fl.StringVar(&o.MaxUnavailable, "max-unavailable", o.MaxUnavailable, "Most nodes restarting, in their health gate, NotReady or cordoned at once: a count or a percentage (10%).")
 	fl.IntVar(&o.Canary, "canary", o.Canary, "How many nodes go first, alone; the rest waits until they run the config and are Ready.")
-	fl.DurationVar(&o.Soak, "soak", o.Soak, "How long a finished wave must stay healthy before the next one starts.")
+	fl.DurationVar(&o.Soak, "soak", o.Soak, "How long a finished wave must stay healthy before the next one starts. 0: no waves after the canary; a freed slot goes at once to the next node.")
 	fl.StringVar(&o.OrderByLabel, "order-by-label", o.OrderByLabel, "Take nodes in the order of this label's value (nodes without it last), then by name.")
 	util.AddAllowUnsafeFlag(cmd, &o.AllowUnsafe)
 	fl.BoolVar(&o.Drain, "drain", o.Drain, "Cordon and drain the nodes where the config changes a resource manager policy, and uncordon them after their health gate.")
