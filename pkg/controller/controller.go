@@ -84,18 +84,21 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("watch nodeconfigrollouts: %w", err)
 	}
 	c.indexer = inf.GetIndexer()
+	// One informer on the nodes, for the pools and every rollout's engine.
+	nf := informers.NewSharedInformerFactory(c.Kube, 0)
+	nodes := nf.Core().V1().Nodes().Informer()
+	c.Options.Nodes = nodes
 	var p *pools
-	var nf informers.SharedInformerFactory
 	if c.Pools != nil {
 		var err error
-		if p, nf, err = c.watchPools(f, inf); err != nil {
+		if p, err = c.watchPools(f, inf, nodes); err != nil {
 			return err
 		}
-		nf.Start(ctx.Done())
-		for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("watch %v: %w", typ, ctx.Err())
-			}
+	}
+	nf.Start(ctx.Done())
+	for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
 		}
 	}
 	f.Start(ctx.Done())
@@ -128,9 +131,9 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // watchPools sets up the pools' reconciler on the rollouts' informer
-// factory f (rollouts is its rollouts' informer), with informers on pools
-// and on nodes (a factory of its own, returned to be started).
-func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, rollouts cache.SharedIndexInformer) (*pools, informers.SharedInformerFactory, error) {
+// factory f (rollouts is its rollouts' informer), with an informer on the
+// pools, and the nodes' informer.
+func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, rollouts, nodeInf cache.SharedIndexInformer) (*pools, error) {
 	p := &pools{c: c, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-pools"})}
@@ -141,7 +144,7 @@ func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, 
 		UpdateFunc: func(_, obj any) { p.enqueueAll() },
 		DeleteFunc: func(any) { p.enqueueAll() },
 	}); err != nil {
-		return nil, nil, fmt.Errorf("watch nodeconfigpools: %w", err)
+		return nil, fmt.Errorf("watch nodeconfigpools: %w", err)
 	}
 	onRollout := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -160,10 +163,8 @@ func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, 
 		UpdateFunc: func(_, obj any) { onRollout(obj) },
 		DeleteFunc: onRollout,
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	nf := informers.NewSharedInformerFactory(c.Kube, 0)
-	nodeInf := nf.Core().V1().Nodes().Informer()
 	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { p.enqueueAll() },
 		UpdateFunc: func(old, cur any) {
@@ -175,10 +176,10 @@ func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, 
 		},
 		DeleteFunc: func(any) { p.enqueueAll() },
 	}); err != nil {
-		return nil, nil, fmt.Errorf("watch nodes: %w", err)
+		return nil, fmt.Errorf("watch nodes: %w", err)
 	}
 	p.pools, p.rollouts, p.nodes = poolInf.GetIndexer(), rollouts.GetIndexer(), nodeInf.GetIndexer()
-	return p, nf, nil
+	return p, nil
 }
 
 func (c *Controller) next(ctx context.Context) bool {

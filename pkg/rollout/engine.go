@@ -74,6 +74,11 @@ type Options struct {
 	// returns once the rollout is Done, Halted or Aborted. This is
 	// `rollout status -w`.
 	ReadOnly bool
+	// Nodes, when set, is a synced informer on every Node that Run shares
+	// with its host's other engines (the controller's), instead of one of
+	// its own on the rollout's selector: one watch and one cache of the
+	// nodes for every rollout the host drives.
+	Nodes cache.SharedIndexInformer
 }
 
 // Run drives the rollout name of store until it is done, halted, aborted or
@@ -154,11 +159,6 @@ func (e *engine) poke() {
 // startInformers watches the rollout's nodes (through its selector when it
 // has one) and its object, and pokes the loop on every change.
 func (e *engine) startInformers(ctx context.Context) error {
-	selector := e.cur.Spec.Selector
-	nf := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = selector
-	}))
-	nodeInformer := nf.Core().V1().Nodes()
 	targets := map[string]bool{}
 	for _, n := range e.cur.Spec.Nodes {
 		targets[n] = true
@@ -169,14 +169,30 @@ func (e *engine) startInformers(ctx context.Context) error {
 		}
 		e.poke()
 	}
-	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    onNode,
 		UpdateFunc: func(_, obj any) { onNode(obj) },
 		DeleteFunc: func(any) { e.poke() },
-	}); err != nil {
-		return fmt.Errorf("watch nodes: %w", err)
 	}
-	e.nodes = nodeInformer.Lister()
+	var nf informers.SharedInformerFactory
+	if shared := e.opts.Nodes; shared != nil {
+		reg, err := shared.AddEventHandler(handler)
+		if err != nil {
+			return fmt.Errorf("watch nodes: %w", err)
+		}
+		context.AfterFunc(ctx, func() { _ = shared.RemoveEventHandler(reg) })
+		e.nodes = listerscorev1.NewNodeLister(shared.GetIndexer())
+	} else {
+		selector := e.cur.Spec.Selector
+		nf = informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = selector
+		}))
+		nodeInformer := nf.Core().V1().Nodes()
+		if _, err := nodeInformer.Informer().AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watch nodes: %w", err)
+		}
+		e.nodes = nodeInformer.Lister()
+	}
 
 	name := e.cur.Name
 	rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.store.Client, 0, e.store.Namespace, func(o *metav1.ListOptions) {
@@ -201,11 +217,13 @@ func (e *engine) startInformers(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watch rollout %q: %w", name, err)
 	}
-	nf.Start(ctx.Done())
 	rf.Start(ctx.Done())
-	for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+	if nf != nil {
+		nf.Start(ctx.Done())
+		for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+			}
 		}
 	}
 	for typ, ok := range rf.WaitForCacheSync(ctx.Done()) {
