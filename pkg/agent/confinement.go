@@ -211,7 +211,7 @@ func (a *Agent) reportUnconfined(ctx context.Context, msg string) error {
 	if err != nil {
 		return fmt.Errorf("get node %q: %w", a.NodeName, err)
 	}
-	want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(ReasonUnconfined), Reason: ReasonUnconfined, Message: msg}
+	want := corev1.NodeCondition{Type: source.ConditionType, Status: ConditionStatus(ReasonUnconfined), Reason: ReasonUnconfined, Message: msg}
 	cond := source.Condition(source.SetCondition(node.Status.Conditions, want, metav1.NewTime(a.Clock.Now())))
 	patch, err := source.ConditionPatch(*cond)
 	if err != nil {

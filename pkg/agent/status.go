@@ -71,6 +71,21 @@ const (
 // which it does not honour; it is never a condition reason.
 const ReasonIgnoredAnnotation = "IgnoredAnnotation"
 
+// ConditionReasons are the reasons of the source.ConditionType condition,
+// and EventReasons those of the Events the agent records on the Node. The
+// docs list them (docs/agent.md, docs/carrier.md), and cmd/docs_test.go
+// holds the docs to these lists; a new reason goes in one of them.
+var (
+	ConditionReasons = []string{
+		ReasonApplied, ReasonVerifying, ReasonTrial, ReasonRolledBack, ReasonRefused, ReasonPinMismatch,
+		ReasonFailed, ReasonReset, ReasonLocal, ReasonDrift, ReasonUnconfined,
+	}
+	EventReasons = []string{
+		ReasonApplied, ReasonReset, ReasonRefused, ReasonPinMismatch, ReasonIgnoredAnnotation,
+		ReasonRolledBack, ReasonDrift, ReasonFailed, ReasonUnconfined,
+	}
+)
+
 // report is what a sync publishes on the Node: one patch of nodes/status
 // (when anything differs), then its Events.
 type report struct {
@@ -112,9 +127,11 @@ func (r report) after(first report) report {
 	return r
 }
 
-// conditionStatus is True for the reasons where the kubelet runs the
-// config it was asked to run.
-func conditionStatus(reason string) corev1.ConditionStatus {
+// ConditionStatus is the status of the source.ConditionType condition with
+// reason: True for the reasons where the kubelet runs the config it was
+// asked to run, Unknown while the health gate still waits, else False. An
+// Event with a reason whose condition would be False is a Warning.
+func ConditionStatus(reason string) corev1.ConditionStatus {
 	switch reason {
 	case ReasonApplied, ReasonTrial, ReasonReset, ReasonLocal:
 		return corev1.ConditionTrue
@@ -203,7 +220,7 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 			break
 		}
 		eventType := corev1.EventTypeNormal
-		if conditionStatus(e.reason) == corev1.ConditionFalse {
+		if ConditionStatus(e.reason) == corev1.ConditionFalse {
 			eventType = corev1.EventTypeWarning
 		}
 		msg := e.message
@@ -226,7 +243,7 @@ func (a *Agent) conditionChange(node *corev1.Node, r report) (corev1.NodeConditi
 	if r.reason == "" {
 		return corev1.NodeCondition{}, false
 	}
-	want := corev1.NodeCondition{Type: source.ConditionType, Status: conditionStatus(r.reason), Reason: r.reason, Message: r.message}
+	want := corev1.NodeCondition{Type: source.ConditionType, Status: ConditionStatus(r.reason), Reason: r.reason, Message: r.message}
 	if old := source.Condition(node.Status.Conditions); old != nil && old.Status == want.Status && old.Reason == want.Reason && old.Message == want.Message {
 		return corev1.NodeCondition{}, false
 	}

@@ -72,7 +72,7 @@ func Decide(in Input) Output {
 
 	selected, conflicts, err := selectNodes(p, in.Others, in.Nodes)
 	if err != nil {
-		return stalled(out, in.Now, "InvalidSelector", err.Error())
+		return stalled(out, in.Now, ReasonInvalidSelector, err.Error())
 	}
 	st.Nodes.Conflicting = int32(len(conflicts))
 	if len(conflicts) > 0 {
@@ -80,14 +80,14 @@ func Decide(in Input) Output {
 	}
 
 	if ns := target.ConfigMap.Namespace; ns != p.Namespace {
-		return stalled(out, in.Now, "ConfigOutsideNamespace", fmt.Sprintf("spec.configSource names a ConfigMap in namespace %q: it must be in the pool's namespace %q, the config namespace whose ConfigMaps the agents read", ns, p.Namespace))
+		return stalled(out, in.Now, ReasonConfigOutsideNamespace, fmt.Sprintf("spec.configSource names a ConfigMap in namespace %q: it must be in the pool's namespace %q, the config namespace whose ConfigMaps the agents read", ns, p.Namespace))
 	}
 	if in.PayloadErr != nil {
-		return stalled(out, in.Now, "ConfigUnavailable", in.PayloadErr.Error())
+		return stalled(out, in.Now, ReasonConfigUnavailable, in.PayloadErr.Error())
 	}
 	pin := source.NewPin(target, in.Payload, p.Spec.AllowUnsafe)
 	if p.Spec.Digest != "" && p.Spec.Digest != pin.Digest {
-		return stalled(out, in.Now, "DigestMismatch", fmt.Sprintf("configmap %s/%s holds %s under %q, not spec.digest %s: the ConfigMap changed, or spec.digest names other bytes",
+		return stalled(out, in.Now, ReasonDigestMismatch, fmt.Sprintf("configmap %s/%s holds %s under %q, not spec.digest %s: the ConfigMap changed, or spec.digest names other bytes",
 			target.ConfigMap.Namespace, target.ConfigMap.Name, source.ShortDigest(pin.Digest), target.ConfigMap.KubeletConfigKey, source.ShortDigest(p.Spec.Digest)))
 	}
 	st.Digest = pin.Digest
@@ -170,22 +170,22 @@ func Decide(in Input) Output {
 	}
 	switch {
 	case latest != nil && !latest.State().Terminal():
-		return reconciling(out, in.Now, "RollingOut", fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected))
-	case latest != nil && (latest.State() == rollout.Halted || latest.State() == rollout.Aborted) && generationOf(latest) >= p.Generation:
-		return stalled(out, in.Now, "Rollout"+string(latest.State()), fmt.Sprintf("rollout %s of revision %d is %s: %s; fix the config and change the pool's spec to roll out again, or undo it with kubectl dkc rollout undo %s",
+		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected))
+	case latest != nil && rolloutStalled[latest.State()] != "" && generationOf(latest) >= p.Generation:
+		return stalled(out, in.Now, rolloutStalled[latest.State()], fmt.Sprintf("rollout %s of revision %d is %s: %s; fix the config and change the pool's spec to roll out again, or undo it with kubectl dkc rollout undo %s",
 			latest.Name, rev, latest.State(), orNone(latest.Status.Reason), latest.Name))
 	case len(held) > 0 && len(needs) == 0:
-		return reconciling(out, in.Now, "WaitingForOtherRollouts", fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
+		return reconciling(out, in.Now, ReasonWaitingForOtherRollouts, fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
 	case len(needs) > 0 && p.Spec.Paused:
-		return reconciling(out, in.Now, "Paused", fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", len(needs), st.Nodes.Selected, rev))
+		return reconciling(out, in.Now, ReasonPaused, fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", len(needs), st.Nodes.Selected, rev))
 	case len(needs) > 0:
 		out.Create = newRollout(p, rev, len(current), target, pin, needs)
 		st.CurrentRollout = out.Create.Name
-		return reconciling(out, in.Now, "RollingOut", fmt.Sprintf("rollout %s of revision %d: %d nodes", out.Create.Name, rev, len(needs)))
+		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d nodes", out.Create.Name, rev, len(needs)))
 	case st.Nodes.Updated < st.Nodes.Selected:
-		return reconciling(out, in.Now, "Applying", fmt.Sprintf("%d of %d nodes run revision %d", st.Nodes.Updated, st.Nodes.Selected, rev))
+		return reconciling(out, in.Now, ReasonApplying, fmt.Sprintf("%d of %d nodes run revision %d", st.Nodes.Updated, st.Nodes.Selected, rev))
 	}
-	return settle(out, in.Now, Ready, "Updated", fmt.Sprintf("%d nodes run revision %d", st.Nodes.Selected, rev))
+	return settle(out, in.Now, Ready, ReasonUpdated, fmt.Sprintf("%d nodes run revision %d", st.Nodes.Selected, rev))
 }
 
 // selectNodes returns the nodes p's selector picks and no other pool's
@@ -316,6 +316,10 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// rolloutStalled is the reason of a pool stalled by its current rollout's
+// state.
+var rolloutStalled = map[rollout.State]string{rollout.Halted: ReasonRolloutHalted, rollout.Aborted: ReasonRolloutAborted}
 
 // stalled sets the conditions of a pool that cannot go on by itself.
 func stalled(out Output, now time.Time, reason, msg string) Output {

@@ -3,6 +3,7 @@ package pool
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,6 +246,9 @@ func TestDecide(t *testing.T) {
 				}
 				if typ == tc.cond && c != nil && c.Reason != tc.reason {
 					t.Errorf("condition %s reason %s, want %s (%s)", typ, c.Reason, tc.reason, c.Message)
+				}
+				if typ == tc.cond && c != nil && !slices.Contains(Reasons[typ], c.Reason) {
+					t.Errorf("condition %s reason %s is not in Reasons[%s]", typ, c.Reason, typ)
 				}
 			}
 			if out.Status.ObservedGeneration != p.Generation {

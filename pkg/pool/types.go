@@ -48,6 +48,50 @@ const (
 	Stalled = "Stalled"
 )
 
+// Reasons of the conditions. Decide sets one condition True with one of its
+// reasons, and the other two False with the same reason.
+const (
+	// ReasonUpdated (Ready): every node the pool selects runs its current
+	// revision.
+	ReasonUpdated = "Updated"
+	// ReasonRollingOut (Reconciling): a rollout of the current revision is
+	// under way, or is created.
+	ReasonRollingOut = "RollingOut"
+	// ReasonApplying (Reconciling): every node is assigned the current
+	// revision, and some do not run it yet.
+	ReasonApplying = "Applying"
+	// ReasonPaused (Reconciling): spec.paused, with nodes still to assign.
+	ReasonPaused = "Paused"
+	// ReasonWaitingForOtherRollouts (Reconciling): the nodes still to assign
+	// are covered by an unfinished rollout that is not the pool's.
+	ReasonWaitingForOtherRollouts = "WaitingForOtherRollouts"
+	// ReasonRolloutHalted and ReasonRolloutAborted (Stalled): the current
+	// revision's rollout halted on a node's error, or was aborted.
+	ReasonRolloutHalted  = "RolloutHalted"
+	ReasonRolloutAborted = "RolloutAborted"
+	// ReasonDigestMismatch (Stalled): the ConfigMap's bytes are not
+	// spec.digest.
+	ReasonDigestMismatch = "DigestMismatch"
+	// ReasonConfigUnavailable (Stalled): the ConfigMap or its key is missing.
+	ReasonConfigUnavailable = "ConfigUnavailable"
+	// ReasonConfigOutsideNamespace (Stalled): spec.configSource names a
+	// ConfigMap outside the pool's namespace.
+	ReasonConfigOutsideNamespace = "ConfigOutsideNamespace"
+	// ReasonInvalidSelector (Stalled): spec.nodeSelector does not parse.
+	ReasonInvalidSelector = "InvalidSelector"
+)
+
+// Reasons are the reasons each condition is True with. docs/rollout.md
+// lists them, and cmd/docs_test.go holds it to this map.
+var Reasons = map[string][]string{
+	Ready:       {ReasonUpdated},
+	Reconciling: {ReasonRollingOut, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
+	Stalled: {
+		ReasonRolloutHalted, ReasonRolloutAborted, ReasonDigestMismatch, ReasonConfigUnavailable,
+		ReasonConfigOutsideNamespace, ReasonInvalidSelector,
+	},
+}
+
 // Pool is a NodeConfigPool.
 type Pool struct {
 	metav1.TypeMeta   `json:",inline"`
