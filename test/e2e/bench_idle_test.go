@@ -34,7 +34,7 @@ const idleRSSLimit = 30 << 20
 // agent` does) and, for comparison, `kubectl-dkc agent` ($DKC_BINARY), one
 // after the other on the same node and store. The window is 60s, or
 // $DKC_IDLE_SECONDS. It fails when the slim agent exceeds 30 MiB.
-// `make bench-idle` runs it; docs/performance.md has the figures.
+// `make bench BENCH=AgentIdle` runs it; docs/performance.md has the figures.
 func BenchmarkAgentIdle(b *testing.B) {
 	idle := time.Minute
 	if s := os.Getenv("DKC_IDLE_SECONDS"); s != "" {
