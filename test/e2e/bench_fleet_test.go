@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -603,17 +604,13 @@ func startBenchController(ctx context.Context, b *testing.B, c *framework.Cluste
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		lead, err := controller.Leader(ctx, c.Client, source.DefaultNamespace, time.Now())
-		if err == nil && lead == "bench" {
-			return ctl, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the controller did not lead within 30s (leader %q, %v); log %s", lead, err, ctl.LogPath)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && lead == "bench", nil
+	}); err != nil {
+		return nil, fmt.Errorf("the controller did not lead within 30s: %w; log %s", err, ctl.LogPath)
 	}
+	return ctl, nil
 }
 
 // lastLines is the last n lines of s.

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-dkc/dkc/pkg/pool"
@@ -119,21 +120,17 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	if _, err := pools.Create(ctx, poolObj, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	var poolCounted time.Duration
-	for poolCounted == 0 {
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		u, err := pools.Get(ctx, "everyone", metav1.GetOptions{})
 		if err != nil {
-			b.Fatal(err)
+			return false, err
 		}
-		if selected, _, _ := unstructured.NestedInt64(u.Object, "status", "nodes", "selected"); selected == int64(count) {
-			poolCounted = time.Since(poolBegan)
-			break
-		}
-		if time.Since(poolBegan) > 2*time.Minute {
-			b.Fatalf("the controller did not count the pool's %d nodes within 2m: %v; log %s", count, u.Object["status"], ctl.LogPath)
-		}
-		time.Sleep(50 * time.Millisecond)
+		selected, _, _ := unstructured.NestedInt64(u.Object, "status", "nodes", "selected")
+		return selected == int64(count), nil
+	}); err != nil {
+		b.Fatalf("the controller did not count the pool's %d nodes: %v; log %s", count, err, ctl.LogPath)
 	}
+	poolCounted := time.Since(poolBegan)
 
 	type command struct {
 		name string

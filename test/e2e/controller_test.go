@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -317,18 +318,27 @@ func TestController(t *testing.T) {
 			r, err := store.Get(ctx, "ctl-c")
 			return err == nil && r.Status.State == rollout.Paused
 		})
-		// The soak ends while paused: no further node starts.
-		r, _ := store.Get(ctx, "ctl-c")
-		if r.Status.SoakSince != nil {
-			if wait := time.Until(r.Status.SoakSince.Add(16 * time.Second)); wait > 0 {
-				time.Sleep(wait)
-			}
+		// The soak ends while paused: until a second after it would have,
+		// no further node starts.
+		r, err := store.Get(ctx, "ctl-c")
+		if err != nil || r.Status.SoakSince == nil {
+			t.Fatalf("the paused rollout records no soak: %v %+v", err, r)
 		}
-		r, _ = store.Get(ctx, "ctl-c")
-		for _, n := range names[1:] {
-			if ph := r.NodeStatus(n).Phase; ph != rollout.Waiting {
-				t.Errorf("node %s is %s in a paused rollout, want Waiting", n, ph)
+		until := r.Status.SoakSince.Add(16 * time.Second)
+		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Until(until), true, func(ctx context.Context) (bool, error) {
+			r, err := store.Get(ctx, "ctl-c")
+			if err != nil {
+				return false, err
 			}
+			for _, n := range names[1:] {
+				if ph := r.NodeStatus(n).Phase; ph != rollout.Waiting {
+					return false, fmt.Errorf("node %s is %s in a paused rollout, want Waiting", n, ph)
+				}
+			}
+			return false, nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("while paused: %v", err)
 		}
 		// resume follows the controller's work to the end.
 		res := dkc(t, c, "", "rollout", "resume", "ctl-c", "--timeout", "4m")
