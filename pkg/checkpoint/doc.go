@@ -42,7 +42,9 @@
 //
 // dkc adds files that upstream did not have:
 //   - meta/assigned-at holds the RFC 3339 time (nanoseconds, UTC) at which
-//     the current assignment was made. Upstream measured the 10-minute
+//     the current assignment was made, derived from the record (meta/state,
+//     whose assignedAt is the trial's start, written in the same atomic
+//     write as the assignment). Upstream measured the 10-minute
 //     last-known-good trial from the mtime of meta/assigned and so restarted
 //     it at every kubelet start (kubernetes#57808); the recorded time
 //     survives agent restarts.
