@@ -19,10 +19,10 @@ BIN := _output/bin
 # Debian packages the real-component tests need.
 TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux
 E2E_TIMEOUT ?= 60m
-# Where hack/build-components.sh puts the v1.36.3 components and the pinned
+# Where hack/build-components.sh puts the v1.37.2 components and the pinned
 # kubectl: first on PATH for `make demo` and `make cluster-up`, so a machine
 # without kubectl runs them.
-COMPONENTS_DIR ?= $(or $(DKC_BIN_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-dkc/bin/v1.36.3)
+COMPONENTS_DIR ?= $(or $(DKC_BIN_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-dkc/bin/v1.37.2)
 # How many kubelets `make cluster-up` starts.
 NODES ?= 2
 # The images (make image, make push): the registry and path they are named
@@ -72,9 +72,9 @@ components: ## Build kube-apiserver, kubelet and etcd from Go modules (cached)
 components-v1.23: ## Build kube-apiserver and kubelet v1.23.17, the original DKC (cached)
 	hack/build-components-v1.23.sh
 
-.PHONY: components-v1.33
-components-v1.33: ## Build kubelet v1.33.13, the oldest the skew policy allows under apiserver 1.36 (cached)
-	hack/build-components-v1.33.sh
+.PHONY: components-v1.34
+components-v1.34: ## Build kubelet v1.34.12, the oldest the skew policy allows under apiserver 1.37 (cached)
+	hack/build-components-v1.34.sh
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the e2e tests need, when missing
@@ -102,7 +102,7 @@ unit: ## Unit tests (no cluster)
 .PHONY: e2e
 # The tests run the images on this machine only: build them for its platform.
 e2e: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
-e2e: test-deps components components-v1.23 components-v1.33 build agent image ## Tests on real etcd, kube-apiserver and kubelets
+e2e: test-deps components components-v1.23 components-v1.34 build agent image ## Tests on real etcd, kube-apiserver and kubelets
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
 	DKC_CONTROLLER_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-controller.oci.tar \
 	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar DKC_PROBE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-probe.oci.tar \

@@ -4,7 +4,7 @@
 # kube-apiserver, kubelet, kube-controller-manager, kube-scheduler and
 # kubectl from k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server, at
 # the versions pinned in hack/tools/go.mod.
-# Binaries land in $DKC_BIN_DIR (default ~/.cache/kubectl-dkc/bin/v1.36.3)
+# Binaries land in $DKC_BIN_DIR (default ~/.cache/kubectl-dkc/bin/v1.37.2)
 # and are reused when present. The first build says what it builds and about
 # how long each part takes, and prints progress every 15 s
 # (hack/build-components-lib.sh); later runs take seconds.
@@ -13,7 +13,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=build-components-lib.sh
 source "$here/build-components-lib.sh"
-k8s_version=${K8S_VERSION:-v1.36.3}
+k8s_version=${K8S_VERSION:-v1.37.2}
 bin_dir=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/$k8s_version}
 mkdir -p "$bin_dir"
 

@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The pinned kubectl (built with the components) first: a machine without
 # kubectl runs the demo, and every kubectl here is the version tested.
-components=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/v1.36.3}
+components=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/v1.37.2}
 export PATH=$components:$root/_output/bin:$PATH
 echo "kubectl is $components/kubectl; to run these commands yourself: export PATH=$components:$root/_output/bin:\$PATH"
 export DKC_CLUSTER_DIR=${DKC_CLUSTER_DIR:-/tmp/kubectl-dkc-demo}

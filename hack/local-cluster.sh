@@ -19,7 +19,7 @@ dir=${DKC_CLUSTER_DIR:-/tmp/kubectl-dkc-cluster}
 pidfile=$dir/cluster.pid
 # The pinned kubectl comes with the components: first on PATH here, and in
 # the export line printed for the person at the terminal.
-components=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/v1.36.3}
+components=${DKC_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/v1.37.2}
 export PATH=$components:$root/_output/bin:$PATH
 path_line="export PATH=$components:$root/_output/bin:\$PATH"
 bin=$root/_output/bin/dkc-cluster

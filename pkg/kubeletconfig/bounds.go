@@ -48,7 +48,7 @@ type Violation struct {
 const (
 	// DefaultNodeMonitorGracePeriod is kube-controller-manager's default
 	// --node-monitor-grace-period: 50s since Kubernetes 1.32 (it was 40s),
-	// and still in 1.36 (k8s.io/kubernetes v1.36.3,
+	// and still in 1.37 (k8s.io/kubernetes v1.37.2,
 	// pkg/controller/nodelifecycle/config/v1alpha1/defaults.go; see also
 	// kubernetes/kubernetes#127352, which discusses the 50s default). A node
 	// whose kubelet neither renews its lease nor posts status for this long
@@ -56,7 +56,7 @@ const (
 	DefaultNodeMonitorGracePeriod = 50 * time.Second
 
 	// The kubelet renews its node lease every quarter of
-	// nodeLeaseDurationSeconds (k8s.io/kubernetes v1.36.3, pkg/kubelet:
+	// nodeLeaseDurationSeconds (k8s.io/kubernetes v1.37.2, pkg/kubelet:
 	// nodeLeaseRenewIntervalFraction = 0.25).
 	leaseRenewFraction = 0.25
 
@@ -69,7 +69,7 @@ const (
 
 // defaultEvictionHard is the kubelet's evictionHard on Linux when the field
 // is unset, or the signals it fills in when mergeDefaultEvictionSettings is
-// true (k8s.io/kubernetes v1.36.3, pkg/kubelet/eviction/defaults_linux.go,
+// true (k8s.io/kubernetes v1.37.2, pkg/kubelet/eviction/defaults_linux.go,
 // applied by cmd/kubelet when it loads the config).
 var defaultEvictionHard = map[string]string{
 	"memory.available":   "100Mi",

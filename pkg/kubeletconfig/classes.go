@@ -162,6 +162,7 @@ var fieldClasses = []FieldClass{
 	{"protectKernelDefaults", Security, "false lets the kubelet change kernel settings instead of failing; true is safe"},
 	{"seccompDefault", Security, "false leaves pods without a seccomp profile unconfined; true (RuntimeDefault) is safe"},
 	{"allowedUnsafeSysctls", Security, "sysctls pods may set that are not isolated per pod and can affect the node and other pods"},
+	{"defaultPodSysctls", Security, "sysctls set in every pod that does not set them itself, unsafe ones included, which changes how every pod's kernel namespaces behave"},
 	{"userNamespaces.idsPerPod", Security, "the size of the user-namespace ID range each pod gets, which keeps pods' IDs apart from each other and the host"},
 	{"imagePullCredentialsVerificationPolicy", Security, "whether a pod must hold the credentials of a private image that another pod pulled to the node"},
 	{"preloadedImagesVerificationAllowlist", Security, "images any pod may use without the pull credentials"},

@@ -28,7 +28,7 @@ const (
 	pinAnnotation    = "kubectl-dkc.io/config-pin"
 )
 
-// TestAdmissionPolicy applies deploy/admission-policy.yaml to a real 1.36
+// TestAdmissionPolicy applies deploy/admission-policy.yaml to a real 1.37
 // apiserver and proves that a node's own credential can no longer add,
 // change or remove its kubectl-dkc.io/config-source annotation (through
 // nodes or nodes/status, nor register with one), while it can still write

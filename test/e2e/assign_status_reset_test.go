@@ -28,7 +28,7 @@ import (
 )
 
 // TestAssignStatusReset drives assign, status and reset against a real
-// apiserver 1.36, which drops spec.configSource, so every assignment travels
+// apiserver 1.37, which drops spec.configSource, so every assignment travels
 // in the annotation. No agent runs: the test writes the status annotation
 // itself, as the agent would, with the node's own credential.
 func TestAssignStatusReset(t *testing.T) {

@@ -59,7 +59,7 @@ const (
 // with DKC_BENCH_FLEET_DRIVER=controller, with `rollout start` driven by a
 // `kubectl dkc controller` process and followed by `rollout status -w`.
 //
-// Each node is a Node object on a real kube-apiserver v1.36.3 (no kubelet),
+// Each node is a Node object on a real kube-apiserver v1.37.2 (no kubelet),
 // and a real dkc agent loop (pkg/agent), in this process, with its own
 // client (the agent's RBAC identity, client-go's default rate limit of 5
 // QPS, burst 10, over a shared connection) and its own checkpoint store on
@@ -238,7 +238,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	busy := cpu.self + cpu.children + apiCPU
 	fmt.Fprintf(&sb, "CPU during the rollout agents (this process) %.1f s, CLI %.1f s, apiserver %.1f s: %.2f of the machine's %d cores on average\n",
 		cpu.self.Seconds(), cpu.children.Seconds(), apiCPU.Seconds(), busy.Seconds()/wall.Seconds(), runtime.NumCPU())
-	b.Logf("fleet rollout, %d simulated nodes on apiserver v1.36.3\n%s", n, sb.String())
+	b.Logf("fleet rollout, %d simulated nodes on apiserver v1.37.2\n%s", n, sb.String())
 
 	b.ReportMetric(float64(wall.Nanoseconds()), "ns/op")
 	b.ReportMetric(float64(n), "nodes")

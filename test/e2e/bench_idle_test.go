@@ -26,7 +26,7 @@ import (
 const idleRSSLimit = 30 << 20
 
 // BenchmarkAgentIdle measures what an idle agent costs its node, on a real
-// kubelet v1.36.3 with a config assigned and active: its resident memory
+// kubelet v1.37.2 with a config assigned and active: its resident memory
 // (anonymous and file-backed, from /proc/PID/status), goroutines and CPU
 // (its own /metrics), and every request it makes to the apiserver over the
 // idle window (the apiserver's audit log, by the agent's user). It runs the
@@ -136,7 +136,7 @@ rules:
 		}
 	}
 
-	b.Logf("idle agent on a kubelet v1.36.3 node, config %s active, %s window:", config, idle)
+	b.Logf("idle agent on a kubelet v1.37.2 node, config %s active, %s window:", config, idle)
 	b.Logf("%-18s %8s %9s %9s %9s %10s %8s  %s", "BINARY", "SIZE", "RSS", "ANON", "FILE", "GOROUTINES", "CPU", "API REQUESTS")
 	for _, f := range rows {
 		b.Logf("%-18s %7.1fM %8.1fM %8.1fM %8.1fM %10d %7.2fs  %s", f.name, mib(f.binary), mib(f.rssAnon+f.rssFile+f.rssShmem),

@@ -67,7 +67,7 @@ type simNodeState struct {
 }
 
 // simNode returns the Node object of simulated node i named name: what a
-// kubelet v1.36 registers (labels, addresses, capacity, the four standard
+// kubelet v1.37 registers (labels, addresses, capacity, the four standard
 // conditions, node info; no images, as kwok's nodes have none), plus, when
 // st assigns a config, the annotations and the condition that the dkc agent
 // writes.
@@ -120,7 +120,7 @@ func simNode(name string, i int, st simNodeState) (*corev1.Node, error) {
 				KernelVersion:           "6.18.0",
 				OSImage:                 "Debian GNU/Linux 13 (trixie)",
 				ContainerRuntimeVersion: "containerd://1.7.24",
-				KubeletVersion:          "v1.36.3",
+				KubeletVersion:          "v1.37.2",
 				OperatingSystem:         "linux",
 				Architecture:            "amd64",
 			},

@@ -28,7 +28,7 @@ import (
 const statusNodes = 5000
 
 // BenchmarkStatusAtScale creates 5000 simulated Node objects on a real
-// kube-apiserver v1.36.3 (no kubelets), shaped as kubelets register them
+// kube-apiserver v1.37.2 (no kubelets), shaped as kubelets register them
 // and as dkc agents annotate them, and times the built `kubectl dkc status`
 // and `kubectl dkc rollout status` (of a rollout over every node, left
 // Running with its canary in progress) against the pinned `kubectl get
@@ -46,7 +46,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	reps := benchEnvInt(b, "DKC_BENCH_STATUS_REPS", 7, 3)
 	kubectl, err := framework.Kubectl()
 	if err != nil {
-		b.Fatalf("no kubectl: %v; run `make components`, which builds the pinned v1.36.3", err)
+		b.Fatalf("no kubectl: %v; run `make components`, which builds the pinned v1.37.2", err)
 	}
 	b.StopTimer()
 	c := framework.Setup(b, framework.Options{ControlPlaneOnly: true})
@@ -219,7 +219,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	fmt.Fprintf(&sb, "ratio of medians dkc rollout status / get nodes: %.2f (goal <= 1.0)\n", rolloutRatio)
 	fmt.Fprintf(&sb, "ratio of medians get ncp / get nodes: %.2f\n", getPools.median.Seconds()/getNodes.median.Seconds())
 	fmt.Fprintf(&sb, "pool created to its %d nodes counted by the controller: %s; controller peak RSS %.0f MiB\n", count, ms(poolCounted), mib(peakRSS(ctl.PID())))
-	b.Logf("status at scale, apiserver v1.36.3, kubectl %s\n%s", kubectl, sb.String())
+	b.Logf("status at scale, apiserver v1.37.2, kubectl %s\n%s", kubectl, sb.String())
 
 	b.ReportMetric(float64(dkcStatus.median.Nanoseconds()), "ns/op")
 	b.ReportMetric(float64(count), "nodes")

@@ -29,7 +29,7 @@ import (
 // DKC_BENCH_APPLIES for more (never fewer than 20).
 const benchApplies = 20
 
-// BenchmarkAssignToActive measures, on one real kubelet 1.36 with a dkc
+// BenchmarkAssignToActive measures, on one real kubelet 1.37 with a dkc
 // agent in exec mode, the time from writing an assignment to the moment the
 // Node's config status reports it active. The agent reports active while
 // its health gate still runs, once the restarted kubelet's configz shows the
@@ -388,7 +388,7 @@ func (ab *assignBench) report(rs []applyResult) {
 		fmt.Fprintf(&sb, "%-22s %9s %9s %9s %9s\n", row.name, ms(row.s.median), ms(row.s.p90), ms(row.s.min), ms(row.s.max))
 	}
 	fmt.Fprintf(&sb, "Ready=False seen during %d of %d applies\n", notReady, len(rs))
-	b.Logf("assign -> status active, one kubelet v1.36.3, agent in exec mode\n%s", sb.String())
+	b.Logf("assign -> status active, one kubelet v1.37.2, agent in exec mode\n%s", sb.String())
 
 	b.ReportMetric(float64(total.median.Nanoseconds()), "ns/op")
 	b.ReportMetric(total.median.Seconds(), "median-total-s")

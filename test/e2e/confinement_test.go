@@ -35,7 +35,7 @@ const (
 	notSpecMessage       = "the dkc agent may not change the spec of Node"
 )
 
-// TestConfinement proves on a real 1.36 apiserver that an agent token
+// TestConfinement proves on a real 1.37 apiserver that an agent token
 // changes nothing but dkc's own state, and only on its own Node, with
 // deploy/ as shipped and renamed by a kustomize overlay (namePrefix,
 // nameSuffix, namespace); that the policy does not confine identities that

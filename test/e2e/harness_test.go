@@ -35,8 +35,8 @@ func TestHarness(t *testing.T) {
 			if !framework.IsReady(&n) {
 				t.Errorf("node %s is not Ready", n.Name)
 			}
-			if v := n.Status.NodeInfo.KubeletVersion; v != "v1.36.3" {
-				t.Errorf("node %s: kubelet version %q, want v1.36.3", n.Name, v)
+			if v := n.Status.NodeInfo.KubeletVersion; v != "v1.37.2" {
+				t.Errorf("node %s: kubelet version %q, want v1.37.2", n.Name, v)
 			}
 		}
 	})
@@ -85,7 +85,7 @@ func TestHarness(t *testing.T) {
 
 func TestDeployManifests(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 1})
-	// Every manifest under deploy/ is accepted by a real 1.36 apiserver:
+	// Every manifest under deploy/ is accepted by a real 1.37 apiserver:
 	// schema, defaulting and admission, without storing anything.
 	manifests, err := filepath.Glob(filepath.Join("..", "..", "deploy", "*.yaml"))
 	if err != nil || len(manifests) < 2 {

@@ -37,7 +37,7 @@ const (
 	otherNodeMessage = "an agent writes only its own Node"
 )
 
-// TestPrivilege proves the agent's least privilege on a real 1.36 apiserver
+// TestPrivilege proves the agent's least privilege on a real 1.37 apiserver
 // and real kubelets: deploy/rbac.yaml without nodes/proxy, the per-node
 // confinement of deploy/admission-policy.yaml for tokens bound to agent
 // pods, the host identity of deploy/rbac-host.yaml (the kubelet's own

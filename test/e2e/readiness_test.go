@@ -51,8 +51,8 @@ func TestReadinessAcrossApply(t *testing.T) {
 		name   string
 		binDir func(t *testing.T) string
 	}{
-		{name: "kubelet v1.36", binDir: func(*testing.T) string { return "" }},
-		{name: "kubelet v1.33", binDir: oldKubeletDir},
+		{name: "kubelet v1.37", binDir: func(*testing.T) string { return "" }},
+		{name: "kubelet v1.34", binDir: oldKubeletDir},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testReadinessAcrossApply(t, tc.binDir(t)) })
 	}
@@ -179,7 +179,7 @@ func podNotReadyAgainRollsBack(t *testing.T, c *framework.Cluster, n *framework.
 // the restart took the probed pod out of Ready, the agent's gate passed (its
 // KubeletConfigOK went to Trial or Applied) no earlier than the pod was
 // Ready again. Kubelets from 1.35 on keep readiness across most restarts,
-// where this holds trivially. On 1.33 the pod is still Ready right after
+// where this holds trivially. On 1.34 the pod is still Ready right after
 // the restart and flips only at its first probe, up to one probe period
 // later, so this holds only if the gate waits for the pods' first probes.
 func wantGateNotBeforePodReady(t *testing.T, f readinessFigures) {

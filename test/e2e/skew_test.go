@@ -18,13 +18,13 @@ import (
 )
 
 // skewKubeletVersion is the oldest kubelet the version skew policy lets run
-// under the v1.36 apiserver; hack/build-components-v1.33.sh builds it.
-const skewKubeletVersion = "v1.33.13"
+// under the v1.37 apiserver; hack/build-components-v1.34.sh builds it.
+const skewKubeletVersion = "v1.34.12"
 
-// skewKubeletBinDir is where hack/build-components-v1.33.sh puts it:
-// $DKC_V133_BIN_DIR, else next to the v1.36.3 components.
+// skewKubeletBinDir is where hack/build-components-v1.34.sh puts it:
+// $DKC_V134_BIN_DIR, else next to the v1.37.2 components.
 func skewKubeletBinDir() string {
-	if d := os.Getenv("DKC_V133_BIN_DIR"); d != "" {
+	if d := os.Getenv("DKC_V134_BIN_DIR"); d != "" {
 		return d
 	}
 	return filepath.Join(filepath.Dir(framework.DefaultBinDir()), skewKubeletVersion)
@@ -36,7 +36,7 @@ func oldKubeletDir(t *testing.T) string {
 	t.Helper()
 	binDir := skewKubeletBinDir()
 	if _, err := os.Stat(filepath.Join(binDir, "kubelet")); err != nil {
-		msg := "missing " + filepath.Join(binDir, "kubelet") + ": run `make components-v1.33` (hack/build-components-v1.33.sh)"
+		msg := "missing " + filepath.Join(binDir, "kubelet") + ": run `make components-v1.34` (hack/build-components-v1.34.sh)"
 		if framework.InCI() {
 			t.Fatalf("CI=true: %s", msg)
 		}
@@ -45,13 +45,13 @@ func oldKubeletDir(t *testing.T) string {
 	return binDir
 }
 
-// TestKubeletSkew runs the agent against kubelets v1.33 under the v1.36.3
+// TestKubeletSkew runs the agent against kubelets v1.34 under the v1.37.2
 // control plane: node 0 in replace mode, node 1 in drop-in mode. Kubelet
-// 1.33 differs where the agent looks: its /configz has no kind/apiVersion,
+// 1.34 differs where the agent looks: its /configz has no kind/apiVersion,
 // its --config-dir (KubeletConfigDropInDir) is beta, and its
 // fine-grained authorization (nodes/configz, nodes/healthz) is beta.
 // The subtests cover apply, the health gate's rollback, drop-in mode and
-// reset, and the snapshot of a 1.33 configz.
+// reset, and the snapshot of a 1.34 configz.
 func TestKubeletSkew(t *testing.T) {
 	binDir := oldKubeletDir(t)
 	c := framework.Setup(t, framework.Options{Nodes: 2, KubeletBinDir: binDir})

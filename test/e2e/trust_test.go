@@ -28,8 +28,8 @@ func TestTrust(t *testing.T) {
 		name   string
 		binDir func(t *testing.T) string
 	}{
-		{name: "kubelet v1.36", binDir: func(*testing.T) string { return "" }},
-		{name: "kubelet v1.33", binDir: oldKubeletDir},
+		{name: "kubelet v1.37", binDir: func(*testing.T) string { return "" }},
+		{name: "kubelet v1.34", binDir: oldKubeletDir},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testTrust(t, tc.binDir(t)) })
 	}

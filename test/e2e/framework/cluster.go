@@ -33,7 +33,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Options configures a cluster. The zero value starts two v1.36.3 nodes.
+// Options configures a cluster. The zero value starts two v1.37.2 nodes.
 type Options struct {
 	// Nodes is how many kubelets to start; default 2.
 	Nodes int
@@ -41,7 +41,7 @@ type Options struct {
 	// benchmarks that create Node objects through the API.
 	ControlPlaneOnly bool
 	// BinDir holds etcd, kube-apiserver and kubelet. Default: $DKC_BIN_DIR,
-	// else ~/.cache/kubectl-dkc/bin/v1.36.3 (hack/build-components.sh).
+	// else ~/.cache/kubectl-dkc/bin/v1.37.2 (hack/build-components.sh).
 	BinDir string
 	// KubeletBinDir holds the kubelet when it differs from BinDir.
 	KubeletBinDir string
@@ -109,7 +109,7 @@ func DefaultBinDir() string {
 	if err != nil {
 		cache = filepath.Join(os.TempDir(), "cache")
 	}
-	return filepath.Join(cache, "kubectl-dkc", "bin", "v1.36.3")
+	return filepath.Join(cache, "kubectl-dkc", "bin", "v1.37.2")
 }
 
 // Preflight says why this machine cannot run the harness, or returns nil.
@@ -532,7 +532,7 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 	}
 }
 
-// Kubectl is the kubectl the tests run: v1.36.3 from the components'
+// Kubectl is the kubectl the tests run: v1.37.2 from the components'
 // BinDir (hack/build-components.sh builds it), else the one on PATH.
 func Kubectl() (string, error) {
 	pinned := filepath.Join(DefaultBinDir(), "kubectl")
