@@ -163,6 +163,9 @@ func Decide(in Input) Output {
 		}
 	}
 
+	// One node's values for many: checked before any node starts.
+	nodeSpecific := rollout.NodeSpecificOnNodes(in.Payload, selected)
+
 	var latest *rollout.Rollout
 	if len(current) > 0 {
 		latest = current[len(current)-1]
@@ -178,6 +181,8 @@ func Decide(in Input) Output {
 		return reconciling(out, in.Now, ReasonWaitingForOtherRollouts, fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
 	case len(needs) > 0 && p.Spec.Paused:
 		return reconciling(out, in.Now, ReasonPaused, fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", len(needs), st.Nodes.Selected, rev))
+	case len(needs) > 0 && len(nodeSpecific) > 0:
+		return stalled(out, in.Now, ReasonNodeSpecificConfig, rollout.NodeSpecificError(rollout.DescribeTarget(target), nodeSpecific).Error())
 	case len(needs) > 0:
 		out.Create = newRollout(p, rev, len(current), target, pin, needs)
 		st.CurrentRollout = out.Create.Name

@@ -172,6 +172,15 @@ func TestDecide(t *testing.T) {
 			},
 			cond: Stalled, reason: "ConfigOutsideNamespace",
 		},
+		"one node's address for many stalls the pool before any node starts": {
+			in: func(p *Pool) Input {
+				n1, n2 := node("n1", workers, "", false), node("n2", workers, "", false)
+				n1.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+				n2.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}}
+				return Input{Pool: p, Payload: []byte("address: 10.0.0.1\nmaxPods: 50\n"), Nodes: []*corev1.Node{n1, n2}}
+			},
+			cond: Stalled, reason: "NodeSpecificConfig", counts: Counts{Selected: 2, Available: 2},
+		},
 		"a config that cannot be read stalls the pool": {
 			in: func(p *Pool) Input {
 				return Input{Pool: p, PayloadErr: errors.New(`configmaps "a" not found`), Nodes: []*corev1.Node{node("n1", workers, "", false)}}

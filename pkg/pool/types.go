@@ -79,6 +79,11 @@ const (
 	ReasonConfigOutsideNamespace = "ConfigOutsideNamespace"
 	// ReasonInvalidSelector (Stalled): spec.nodeSelector does not parse.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonNodeSpecificConfig (Stalled): the config sets a node-specific
+	// field (address, healthzBindAddress, providerID, podCIDR) to the
+	// value one of the pool's nodes shows while the others differ: one
+	// node's config, for many.
+	ReasonNodeSpecificConfig = "NodeSpecificConfig"
 )
 
 // Reasons are the reasons each condition is True with. docs/rollout.md
@@ -88,7 +93,7 @@ var Reasons = map[string][]string{
 	Reconciling: {ReasonRollingOut, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
 	Stalled: {
 		ReasonRolloutHalted, ReasonRolloutAborted, ReasonDigestMismatch, ReasonConfigUnavailable,
-		ReasonConfigOutsideNamespace, ReasonInvalidSelector,
+		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig,
 	},
 }
 

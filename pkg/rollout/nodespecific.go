@@ -137,6 +137,62 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
+// nodeShows are the node-specific fields that a Node object shows, and
+// the values it shows for each: the kubelet serves on one of the node's
+// addresses, and providerID and podCIDR are in its spec.
+var nodeShows = map[string]func(*corev1.Node) []string{
+	"address":            nodeAddresses,
+	"healthzBindAddress": nodeAddresses,
+	"providerID":         func(n *corev1.Node) []string { return []string{n.Spec.ProviderID} },
+	"podCIDR":            func(n *corev1.Node) []string { return []string{n.Spec.PodCIDR} },
+}
+
+func nodeAddresses(n *corev1.Node) []string {
+	var out []string
+	for _, a := range n.Status.Addresses {
+		out = append(out, a.Address)
+	}
+	return out
+}
+
+// NodeSpecificOnNodes is NodeSpecific for a reader that cannot read the
+// kubelets' /configz (the controller, which holds no nodes/proxy): it
+// compares the payload's address, healthzBindAddress, providerID and
+// podCIDR with what the Node objects show, their addresses and spec. A
+// certificate path is not on a Node: only NodeSpecific's read of /configz
+// checks tlsCertFile and tlsPrivateKeyFile.
+func NodeSpecificOnNodes(payload []byte, nodes []*corev1.Node) []NodeSpecificValue {
+	if len(nodes) < 2 {
+		return nil
+	}
+	set := setNodeSpecific(payload)
+	var out []NodeSpecificValue
+	for _, f := range NodeSpecificFields {
+		want, ok := set[f]
+		shows := nodeShows[f]
+		if !ok || shows == nil {
+			continue
+		}
+		var value string
+		if json.Unmarshal(want, &value) != nil || value == "" {
+			continue
+		}
+		v := NodeSpecificValue{Field: f, Value: string(want)}
+		for _, n := range nodes {
+			if slices.Contains(shows(n), value) {
+				v.Of = append(v.Of, n.Name)
+			} else {
+				v.Others++
+			}
+		}
+		if len(v.Of) > 0 && v.Others > 0 {
+			slices.Sort(v.Of)
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // NodeSpecificError is the error of a rollout whose config carries one
 // node's values: what to do about each.
 func NodeSpecificError(config string, found []NodeSpecificValue) error {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -52,6 +54,50 @@ func TestCompareNodeSpecific(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNodeSpecificOnNodes(t *testing.T) {
+	node := func(name, ip, providerID string) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.NodeSpec{ProviderID: providerID},
+			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}, {Type: corev1.NodeInternalIP, Address: ip}}},
+		}
+	}
+	fleet := []*corev1.Node{node("n1", "10.0.0.1", "aws:///eu-west-1a/i-1"), node("n2", "10.0.0.2", "aws:///eu-west-1a/i-2"), node("n3", "10.0.0.3", "aws:///eu-west-1a/i-3")}
+	for name, tc := range map[string]struct {
+		payload string
+		nodes   []*corev1.Node
+		want    []NodeSpecificValue
+	}{
+		"a snapshot of one node names its address, healthz address and provider ID": {
+			payload: "kind: KubeletConfiguration\naddress: 10.0.0.1\nhealthzBindAddress: 10.0.0.1\nproviderID: aws:///eu-west-1a/i-1\ntlsCertFile: /pki/n1.crt\n",
+			nodes:   fleet,
+			want: []NodeSpecificValue{
+				{Field: "address", Value: `"10.0.0.1"`, Of: []string{"n1"}, Others: 2},
+				{Field: "healthzBindAddress", Value: `"10.0.0.1"`, Of: []string{"n1"}, Others: 2},
+				{Field: "providerID", Value: `"aws:///eu-west-1a/i-1"`, Of: []string{"n1"}, Others: 2},
+			},
+		},
+		"an address that is no node's own passes": {
+			payload: "kind: KubeletConfiguration\naddress: 0.0.0.0\nhealthzBindAddress: 127.0.0.1\n",
+			nodes:   fleet,
+		},
+		"one node's own values for that node alone pass": {
+			payload: "kind: KubeletConfiguration\naddress: 10.0.0.1\n",
+			nodes:   fleet[:1],
+		},
+		"a config without node-specific fields passes": {
+			payload: "kind: KubeletConfiguration\nmaxPods: 50\n",
+			nodes:   fleet,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, NodeSpecificOnNodes([]byte(tc.payload), tc.nodes)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

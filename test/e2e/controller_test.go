@@ -34,6 +34,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/test/argocd"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -486,6 +487,35 @@ spec:
 		}
 	}
 
+	t.Run("a pool of one node's snapshot stalls before any node starts, naming the node-specific fields", func(t *testing.T) {
+		n := c.Node(names[0])
+		createConfigMap(t, c, "snap-"+n.Name, nodeConfig(t, n, nil))
+		kubectl(t, c, `apiVersion: kubectl-dkc.io/v1alpha1
+kind: NodeConfigPool
+metadata:
+  name: snap
+  namespace: kube-system
+spec:
+  nodeSelector:
+    matchLabels:
+      kubernetes.io/os: linux
+  configSource:
+    configMap: {namespace: kube-system, name: snap-`+n.Name+`, kubeletConfigKey: kubelet}
+`, "apply", "--server-side", "-f", "-")
+		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Stalled", "ncp/snap", "--timeout=1m")
+		out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/snap", "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}`)
+		if !strings.HasPrefix(out, "NodeSpecificConfig ") || !strings.Contains(out, `address "`+n.IP+`" (the value of `+n.Name) {
+			t.Errorf("the pool's Stalled condition %q: want NodeSpecificConfig, naming %s's address %s", out, n.Name, n.IP)
+		}
+		if h := argoHealth(t, c, "ncp/snap"); h.Status != "Degraded" {
+			t.Errorf("Argo CD health of the stalled pool: %+v, want Degraded", h)
+		}
+		if out := kubectl(t, c, "", "get", "-n", "kube-system", "ncr", "-l", "kubectl-dkc.io/pool=snap", "-o", "name"); out != "" {
+			t.Errorf("the stalled pool created rollouts: %s", out)
+		}
+		kubectl(t, c, "", "delete", "-n", "kube-system", "ncp/snap", "--wait")
+	})
+
 	t.Run("a pool applied with kubectl rolls its config out over the nodes it selects, and is Ready", func(t *testing.T) {
 		began := time.Now()
 		applyPool("pool-a")
@@ -496,6 +526,12 @@ spec:
 		}
 		t.Logf("kubectl apply to Ready: %s", time.Since(began).Round(time.Millisecond))
 		t.Log(kubectl(t, c, "", "get", "-n", "kube-system", "nodeconfigpools,nodeconfigrollouts"))
+		// Argo CD's view, through docs/rollout.md's health checks.
+		for _, obj := range []string{"ncp/workers", "ncr/workers-1"} {
+			if h := argoHealth(t, c, obj); h.Status != "Healthy" {
+				t.Errorf("Argo CD health of %s: %+v, want Healthy", obj, h)
+			}
+		}
 	})
 
 	t.Run("a changed config rolls out as the pool's next revision", func(t *testing.T) {
@@ -556,6 +592,26 @@ spec:
 			t.Errorf("revision %s after the undo, want 3", out)
 		}
 	})
+}
+
+// argoHealth is the Argo CD health of the live object (TYPE/NAME in
+// kube-system), by the check docs/rollout.md gives for its kind.
+func argoHealth(t *testing.T, c *framework.Cluster, obj string) argocd.Health {
+	t.Helper()
+	checks, err := argocd.Checks(filepath.Join("..", "..", "docs", "rollout.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u map[string]any
+	if err := json.Unmarshal([]byte(kubectl(t, c, "", "get", "-n", "kube-system", obj, "-o", "json")), &u); err != nil {
+		t.Fatal(err)
+	}
+	kind, _ := u["kind"].(string)
+	h, err := argocd.Run(checks[kind], u)
+	if err != nil {
+		t.Fatalf("Argo CD health check of %s: %v", kind, err)
+	}
+	return h
 }
 
 // kubectl runs the pinned kubectl as the admin of c, with stdin, and
