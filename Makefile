@@ -68,6 +68,10 @@ install: build ## Install kubectl-dkc and its completion helper kubectl_complete
 components: ## Build kube-apiserver, kubelet and etcd from Go modules (cached)
 	hack/build-components.sh
 
+.PHONY: components-registry
+components-registry: ## Build distribution's OCI registry, which the e2e tests serve on loopback and pull images from (cached)
+	hack/build-components-registry.sh
+
 .PHONY: components-v1.23
 components-v1.23: ## Build kube-apiserver and kubelet v1.23.17, the original DKC (cached)
 	hack/build-components-v1.23.sh
@@ -102,7 +106,7 @@ unit: ## Unit tests (no cluster)
 .PHONY: e2e
 # The tests run the images on this machine only: build them for its platform.
 e2e: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
-e2e: test-deps components components-v1.23 components-v1.34 build agent image ## Tests on real etcd, kube-apiserver and kubelets
+e2e: test-deps components components-registry components-v1.23 components-v1.34 build agent image ## Tests on real etcd, kube-apiserver and kubelets
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent DKC_AGENT_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-agent.oci.tar \
 	DKC_CONTROLLER_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-controller.oci.tar \
 	DKC_PAUSE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-pause.oci.tar DKC_PROBE_IMAGE=$(CURDIR)/$(IMAGE_DIR)/kubectl-dkc-probe.oci.tar \
@@ -124,7 +128,7 @@ test: fmt-check vet unit e2e ## Everything CI runs
 
 .PHONY: cluster-up
 cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
-cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT)),image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods)
+cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT)),components-registry image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods)
 	AGENT=$(AGENT) hack/local-cluster.sh up $(NODES)
 
 .PHONY: cluster-down

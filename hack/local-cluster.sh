@@ -11,7 +11,8 @@
 # on the host, with AGENT=process. With AGENT=daemonset the agents and the
 # controller run in pods instead, as deploy/'s DaemonSet and Deployment
 # through the test overlay test/deploy, from the images `make image` wrote
-# to _output/image (imported into each node's containerd, never pulled).
+# to _output/image, pushed to the cluster's registry on 127.0.0.1 and pulled
+# from there by each node's containerd.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,6 +44,9 @@ up)
   mkdir -p "$dir" "$root/_output/bin"
   # The first build prints what it builds and its progress; later, one line.
   "$root/hack/build-components.sh" | grep --line-buffered -v "^/" || true
+  if [[ ${AGENT:-process} == daemonset ]]; then
+    "$root/hack/build-components-registry.sh" | grep --line-buffered -v "^/" || true
+  fi
   (cd "$root" && go build -o "$bin" ./hack/cluster)
   # One dkc agent per node, from the kubectl-dkc that make build produced.
   agent=$root/_output/bin/kubectl-dkc
@@ -55,7 +59,7 @@ up)
       echo "error: AGENT=daemonset needs the agent and controller images: run make image" >&2
       exit 1
     fi
-    agent_args=(--agent-daemonset --agent-overlay "$root/test/deploy" --agent-images "$root/_output/image")
+    agent_args=(--agent-daemonset --agent-overlay "$root/test/deploy" --agent-images "$root/_output/image" --root "$root")
   fi
   nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
     --agent-rbac "$root/deploy/rbac.yaml" --crds "$root/deploy/crds.yaml" \

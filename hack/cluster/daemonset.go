@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,33 +15,27 @@ import (
 )
 
 // deployDaemonSet runs the agent and the controller as deploy/'s DaemonSet
-// and Deployment, through the test overlay: it imports make image's
-// archives (imagesDir) into every node's containerd, applies the overlay
-// with kubectl apply -k, and waits until every node runs a Ready agent pod
-// and a controller pod is Ready on each of up to two nodes (the test
-// overlay runs them on the node's network, one per node).
-func deployDaemonSet(ctx context.Context, c *framework.Cluster, imagesDir, overlay string, logf func(string, ...any)) error {
-	pause := filepath.Join(imagesDir, "kubectl-dkc-pause.oci.tar")
-	var refs []string
-	for _, kind := range []string{"agent", "controller"} {
+// and Deployment, through the test overlay: it pushes make image's archives
+// (imagesDir) to the cluster's registry with hack/image's push (root is the
+// repository), applies the overlay with kubectl apply -k, and waits until
+// every node runs a Ready agent pod and a controller pod is Ready on each
+// of up to two nodes (the test overlay runs them on the node's network, one
+// per node). The nodes pull the images from the registry.
+func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir, overlay string, logf func(string, ...any)) error {
+	var archives []string
+	for _, kind := range []string{"agent", "controller", "pause"} {
 		archive := filepath.Join(imagesDir, "kubectl-dkc-"+kind+".oci.tar")
-		ref, err := framework.ImageName(archive)
-		if err != nil {
+		if _, err := os.Stat(archive); err != nil {
 			return fmt.Errorf("%s image: %w (run make image)", kind, err)
 		}
-		for _, n := range c.Nodes {
-			if err := n.ImportImage(ctx, archive); err != nil {
-				return err
-			}
-		}
-		refs = append(refs, ref)
+		archives = append(archives, archive)
 	}
-	for _, n := range c.Nodes {
-		if err := n.ImportImage(ctx, pause); err != nil {
-			return err
-		}
+	refs, err := c.PushImages(ctx, root, archives...)
+	if err != nil {
+		return err
 	}
-	logf("imported %s and %s into every node's containerd", strings.Join(refs, ", "), framework.PauseImage)
+	logf("pushed %s to the registry %s", strings.Join(refs, ", "), c.Registry)
+	refs = refs[:2] // the agent's and the controller's
 	dir, err := c.DeployDKC(ctx, overlay, refs...)
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ func run() error {
 	daemonset := flag.Bool("agent-daemonset", false, "run the agents as deploy/'s DaemonSet in pods, through --agent-overlay, instead of processes")
 	overlay := flag.String("agent-overlay", "test/deploy", "with --agent-daemonset: the kustomization applied with kubectl apply -k")
 	images := flag.String("agent-images", "_output/image", "with --agent-daemonset: where make image wrote the agent, controller and pause archives")
+	root := flag.String("root", ".", "with --agent-daemonset: the repository, whose hack/image pushes the images to the cluster's registry")
 	crds := flag.String("crds", "deploy/crds.yaml", "dkc's CustomResourceDefinitions, installed first")
 	controllerManifest := flag.String("controller-manifest", "deploy/controller.yaml", "with --agent-binary: the controller's RBAC, applied before the controller process starts")
 	flag.Parse()
@@ -72,7 +73,7 @@ func run() error {
 		return err
 	}
 	if *daemonset {
-		if err := deployDaemonSet(ctx, c, *images, *overlay, logf); err != nil {
+		if err := deployDaemonSet(ctx, c, *root, *images, *overlay, logf); err != nil {
 			return err
 		}
 	} else if *agentBinary != "" {

@@ -41,8 +41,9 @@ func dkcImages(t *testing.T, root string) framework.Images {
 
 // TestDaemonSet installs dkc as an operator would, from deploy/ with the
 // test overlay test/deploy (kubectl apply --server-side -k), on real
-// kubelets that pull nothing: the agent's, the controller's and the pause
-// image are imported into each node's containerd. The agent then works in
+// kubelets that pull the agent's, the controller's and the pause image from
+// the cluster's registry on loopback, where the test pushed them as `make
+// push` does. The agent then works in
 // its pod: it applies an assigned config, restarts its own node's kubelet
 // and outlives that restart, and a SIGKILL in the middle of an apply leaves
 // a store from which the restarted container finishes the job. The
@@ -53,21 +54,13 @@ func TestDaemonSet(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join("..", "..")
 	images := dkcImages(t, root)
-	var refs []string
-	for _, archive := range []string{images.Agent, images.Controller} {
-		ref, err := framework.ImageName(archive)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs = append(refs, ref)
+	began := time.Now()
+	refs, err := c.PushImages(ctx, root, images.Agent, images.Controller, images.Pause)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, n := range c.Nodes {
-		for _, archive := range []string{images.Pause, images.Agent, images.Controller} {
-			if err := n.ImportImage(ctx, archive); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	t.Logf("pushed %s to the registry: %s", strings.Join(refs, ", "), time.Since(began).Round(time.Millisecond))
+	refs = refs[:2] // the agent's and the controller's
 	kubectl, err := framework.Kubectl()
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +78,17 @@ func TestDaemonSet(t *testing.T) {
 		}
 	})
 
-	began := time.Now()
+	began = time.Now()
 	if _, err := c.DeployDKC(ctx, filepath.Join(root, "test", "deploy"), refs...); err != nil {
 		t.Fatal(err)
 	}
 	pods := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool { return agentContainerReady(p) })
 	t.Logf("kubectl apply -k to %d agent pods Ready: %s", len(pods), time.Since(began).Round(time.Millisecond))
+	t.Run("every node pulled the agent's image from the registry", func(t *testing.T) {
+		for node, pod := range pods {
+			t.Logf("node %s: %s", node, wantPulled(t, c, pod, refs[0]))
+		}
+	})
 
 	n, other := c.Nodes[0], c.Nodes[1]
 	before, otherBefore := pods[n.Name], pods[other.Name]
@@ -233,6 +231,7 @@ func TestDaemonSet(t *testing.T) {
 		if leader.Labels["app.kubernetes.io/name"] != "dkc-controller" {
 			t.Errorf("the lease holder %s is no controller pod: labels %v", lead, leader.Labels)
 		}
+		t.Logf("leader %s on %s: %s", lead, leader.Spec.NodeName, wantPulled(t, c, leader, refs[1]))
 		createConfigMap(t, c, "ds-c", withPods(46))
 		r := mustDKC(t, c, "", "rollout", "start", "--config", "ds-c", n.Name, "--name", "ds-c")
 		if !strings.Contains(r.Stderr, "The controller "+lead+" drives rollout/ds-c") {
@@ -327,4 +326,29 @@ func logPods(t *testing.T, c *framework.Cluster, selector string) {
 			}
 		}
 	}
+}
+
+// wantPulled waits for the kubelet's Pulled event of pod for image ref
+// that says the kubelet pulled it ("Successfully pulled image"), not that
+// it found it on the node ("already present on machine"), and returns the
+// event's message, which says how long the pull took.
+func wantPulled(t *testing.T, c *framework.Cluster, pod *corev1.Pod, ref string) string {
+	t.Helper()
+	var msg string
+	waitFor(t, 30*time.Second, "event Pulled of "+ref+" for pod "+pod.Name, func() bool {
+		list, err := c.Client.CoreV1().Events(pod.Namespace).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod.Name + ",reason=Pulled",
+		})
+		if err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if strings.HasPrefix(e.Message, `Successfully pulled image "`+ref+`"`) {
+				msg = e.Message
+				return true
+			}
+		}
+		return false
+	})
+	return msg
 }

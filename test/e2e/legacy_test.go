@@ -31,11 +31,7 @@ func legacyBinDir() string {
 	if d := os.Getenv("DKC_LEGACY_BIN_DIR"); d != "" {
 		return d
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = filepath.Join(os.TempDir(), "cache")
-	}
-	return filepath.Join(cache, "kubectl-dkc", "bin", legacyVersion)
+	return filepath.Join(framework.CacheBinDir(), legacyVersion)
 }
 
 // warningRecorder collects the apiserver's warning headers.

@@ -63,7 +63,8 @@ func testReadinessAcrossApply(t *testing.T, kubeletBinDir string) {
 	ctx := context.Background()
 	n := c.Nodes[0]
 	pause, probe := probeImages(t, filepath.Join("..", ".."))
-	if err := c.ImportImages(ctx, pause, probe); err != nil {
+	refs, err := c.PushImages(ctx, filepath.Join("..", ".."), pause, probe)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
@@ -79,7 +80,7 @@ func testReadinessAcrossApply(t *testing.T, kubeletBinDir string) {
 	node := getNode(t, c, n.Name)
 	kubelet := node.Status.NodeInfo.KubeletVersion
 
-	createReadyzPod(t, c, n)
+	createReadyzPod(t, c, n, refs[1])
 	tl := recordTimeline(t, c, n)
 	waitFor(t, 2*time.Minute, "pod "+readyzName+" Ready and ready in its EndpointSlice", func() bool {
 		pod, endpoint := tl.serving()
@@ -221,11 +222,12 @@ func probeImages(t *testing.T, root string) (pause, probe string) {
 }
 
 // createReadyzPod creates, in "default", the pod readyz on n: hostNetwork
-// (the harness has no CNI), the probe image serving on n's address, with a
+// (the harness has no CNI), the probe image (image, which n pulls from the
+// cluster's registry) serving on n's address, with a
 // readiness probe of its /readyz every 10s; and the ClusterIP Service
 // readyz that selects it. The ServiceAccount is the test's own, since the
 // harness runs no serviceaccount controller.
-func createReadyzPod(t *testing.T, c *framework.Cluster, n *framework.Node) {
+func createReadyzPod(t *testing.T, c *framework.Cluster, n *framework.Node, image string) {
 	t.Helper()
 	ctx := context.Background()
 	no := false
@@ -244,11 +246,10 @@ func createReadyzPod(t *testing.T, c *framework.Cluster, n *framework.Node) {
 			AutomountServiceAccountToken:  &no,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
-				Name:            readyzName,
-				Image:           framework.ProbeImage,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"-listen", fmt.Sprintf("%s:%d", n.IP, readyzPort)},
-				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: readyzPort}},
+				Name:  readyzName,
+				Image: image,
+				Args:  []string{"-listen", fmt.Sprintf("%s:%d", n.IP, readyzPort)},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: readyzPort}},
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 						Path: "/readyz", Port: intstr.FromInt32(readyzPort),

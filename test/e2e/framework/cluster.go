@@ -70,8 +70,12 @@ type Options struct {
 	// Logf receives progress lines; default discards them.
 	Logf func(format string, args ...any)
 	// Pods runs kube-controller-manager and kube-scheduler, and sets nodes
-	// up to run hostNetwork pods, such as the agent's DaemonSet (pods.go).
+	// up to run hostNetwork pods, such as the agent's DaemonSet (pods.go),
+	// whose images they pull from the cluster's registry (registry.go).
 	Pods bool
+	// RegistryBinary is distribution's registry, run for Pods. Default:
+	// DefaultRegistryBinary().
+	RegistryBinary string
 }
 
 // Cluster is a running control plane with its nodes.
@@ -84,6 +88,11 @@ type Cluster struct {
 	Nodes      []*Node
 	// APIServerURL is the apiserver's address on the node network.
 	APIServerURL string
+	// Registry is HOST:PORT of the cluster's image registry (Pods only),
+	// 127.0.0.1:PORT on the host and in every node's netns: images pushed
+	// there (PushImages) are named REGISTRY/NAME:TAG, and the nodes pull
+	// them.
+	Registry string
 
 	opts      Options
 	pki       *pki
@@ -91,6 +100,7 @@ type Cluster struct {
 	etcd      *process
 	apiserver *process
 	etcdURL   string
+	registry  *registry
 	// controllers are kube-controller-manager and kube-scheduler (Pods).
 	controllers []*process
 	// dkcControllers are dkc's controllers (StartController).
@@ -105,11 +115,17 @@ func DefaultBinDir() string {
 	if d := os.Getenv("DKC_BIN_DIR"); d != "" {
 		return d
 	}
+	return filepath.Join(CacheBinDir(), "v1.37.2")
+}
+
+// CacheBinDir is where the hack/build-components*.sh scripts put what they
+// build, one directory per version: ~/.cache/kubectl-dkc/bin.
+func CacheBinDir() string {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = filepath.Join(os.TempDir(), "cache")
 	}
-	return filepath.Join(cache, "kubectl-dkc", "bin", "v1.37.2")
+	return filepath.Join(cache, "kubectl-dkc", "bin")
 }
 
 // Preflight says why this machine cannot run the harness, or returns nil.
@@ -143,6 +159,15 @@ func Preflight(opts Options) error {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		problems = append(problems, "missing /usr/lib/cni/bridge: run `make test-deps` (containernetworking-plugins)")
 	}
+	if opts.Pods {
+		reg := opts.RegistryBinary
+		if reg == "" {
+			reg = DefaultRegistryBinary()
+		}
+		if _, err := os.Stat(reg); err != nil {
+			problems = append(problems, fmt.Sprintf("missing %s: run `make components-registry` (hack/build-components-registry.sh)", reg))
+		}
+	}
 	if len(problems) > 0 {
 		return errors.New("cannot start the real components:\n  - " + strings.Join(problems, "\n  - "))
 	}
@@ -175,6 +200,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.RegistryBinary == "" {
+		opts.RegistryBinary = DefaultRegistryBinary()
 	}
 	if err := Preflight(opts); err != nil {
 		return nil, err
@@ -211,6 +239,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.logf("control plane ready after %s", time.Since(began).Round(time.Millisecond))
 	if opts.Pods {
 		if err := c.startPodControllers(ctx); err != nil {
+			return c, err
+		}
+		if err := c.startRegistry(ctx); err != nil {
 			return c, err
 		}
 	}
@@ -479,6 +510,9 @@ func (c *Cluster) Stop() {
 		}
 		wg.Wait()
 		c.stopPodControllers()
+		if c.registry != nil {
+			c.registry.stop()
+		}
 		if c.apiserver != nil {
 			_ = c.apiserver.stop(15 * time.Second)
 		}

@@ -107,6 +107,12 @@ func (c *Cluster) addNode(i int) (*Node, error) {
 		if err := n.setUpPods(); err != nil {
 			return nil, err
 		}
+		if err := n.writeRegistryHosts(c.Registry); err != nil {
+			return nil, err
+		}
+		if err := c.registry.forward(ns); err != nil {
+			return nil, err
+		}
 	}
 	containerdArgv := []string{"containerd", "--config", filepath.Join(dir, "containerd.toml")}
 	kubeletArgv := wrapArgv(ns, n.cluster.utab(), n.mounts, n.kubeletArgv())
@@ -149,7 +155,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   conf_dir = %q
 `, filepath.Join(d, "containerd", "root"), filepath.Join(d, "containerd", "state"),
 		n.containerdSocket(), n.containerdSocket()+".ttrpc",
-		filepath.Join(d, "containerd", "opt"), pauseContainerdConfig(), filepath.Join(d, "cni", "net.d"))
+		filepath.Join(d, "containerd", "opt"), n.criContainerdConfig(), filepath.Join(d, "cni", "net.d"))
 	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(toml), 0o644); err != nil {
 		return err
 	}

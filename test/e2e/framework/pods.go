@@ -17,16 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PauseImage is the CRI sandbox image every node's containerd is configured
-// with (sandbox_image). hack/image builds it; ImportImages loads it, so no
-// node ever pulls registry.k8s.io/pause.
-const PauseImage = "registry.example/kubectl-dkc-pause:v1"
-
-// ProbeImage is the readiness-probe target of the tests (hack/image/probe):
-// `/probe -listen ADDR` answers GET /readyz with 200 until POST /fail, and
-// again after POST /ok. hack/image builds it; ImportImages loads it.
-const ProbeImage = "registry.example/kubectl-dkc-probe:v1"
-
 // Pods (Options.Pods) makes a cluster that runs pods, as a DaemonSet and a
 // Deployment need:
 //   - kube-controller-manager runs the daemonset, deployment and replicaset
@@ -41,7 +31,9 @@ const ProbeImage = "registry.example/kubectl-dkc-probe:v1"
 //     shim sockets and runc state under /run/containerd whatever its config
 //     says;
 //   - at teardown every container is killed and deleted before containerd
-//     stops, so that no shim outlives the cluster.
+//     stops, so that no shim outlives the cluster;
+//   - the nodes pull images, the pause image (PauseImage) included, from
+//     the cluster's registry (registry.go), where the tests push them.
 //
 // Pods with hostNetwork need no CNI; other pods are not supported.
 
@@ -159,13 +151,6 @@ func (n *Node) ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// ImportImage loads an OCI image archive into the node's containerd, where
-// the kubelet finds it: `ctr -n k8s.io images import`, no pull.
-func (n *Node) ImportImage(ctx context.Context, archive string) error {
-	_, err := n.ctr(ctx, "images", "import", archive)
-	return err
-}
-
 // Tasks lists the IDs of the containers running in the node's containerd.
 func (n *Node) Tasks(ctx context.Context) ([]string, error) {
 	out, err := n.ctr(ctx, "tasks", "list", "--quiet")
@@ -217,20 +202,6 @@ func (n *Node) removeContainers() {
 	}
 }
 
-// ImportImages loads OCI image archives into every node's containerd
-// (ImportImage), such as the pause image (PauseImage) and the probe image
-// (ProbeImage) that hack/image writes.
-func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
-	for _, n := range c.Nodes {
-		for _, archive := range archives {
-			if err := n.ImportImage(ctx, archive); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // Images are the OCI archives of dkc's images and the pause image.
 type Images struct {
 	Agent, Controller, Pause string
@@ -271,13 +242,18 @@ func BuildImage(ctx context.Context, root, dir, kind string, extra ...string) (s
 	return archive, nil
 }
 
-// pauseContainerdConfig is the CRI section of every node's containerd
-// config: the sandbox image is PauseImage, imported, never pulled; and no
+// criContainerdConfig is the CRI section of the node's containerd config:
+// the sandbox image is the cluster's PauseImage; with Pods, images are
+// pulled through the hosts.toml files under registryHostsDir; and no
 // container's oom_score_adj goes below containerd's own, because the
 // harness may lack CAP_SYS_RESOURCE (runc then fails with "failed to update
 // /proc/self/oom_score_adj: Permission denied" for a node-critical pod).
-func pauseContainerdConfig() string {
-	return fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n  restrict_oom_score_adj = true\n", PauseImage)
+func (n *Node) criContainerdConfig() string {
+	s := fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n  restrict_oom_score_adj = true\n", n.cluster.PauseImage())
+	if n.cluster.opts.Pods {
+		s += fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = %q\n", n.registryHostsDir())
+	}
+	return s
 }
 
 // DeployDKC installs deploy/ (the agent's DaemonSet, the controller's
@@ -371,7 +347,7 @@ images:
 
 // ImageName is the name of the image in an OCI image archive that
 // hack/image wrote: the io.containerd.image.name annotation of its one
-// index.json entry, the name `ctr images import` gives it.
+// index.json entry, the name `make image` gave it (IMAGE_REPO/NAME:TAG).
 func ImageName(archive string) (string, error) {
 	f, err := os.Open(archive)
 	if err != nil {

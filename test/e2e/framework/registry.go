@@ -1,0 +1,273 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The registry of a cluster with Pods: distribution's registry
+// (github.com/distribution/distribution/v3, cmd/registry, built by
+// hack/build-components-registry.sh), a process the harness owns, serving
+// plain HTTP on 127.0.0.1:PORT of the host, where the tests push dkc's
+// images with hack/image's push (`make push`, go-containerregistry).
+//
+// Every node's netns has its own loopback, so the harness listens on
+// 127.0.0.1:PORT inside each node's netns too and forwards each connection
+// to the registry on the host's loopback. An image reference such as
+// 127.0.0.1:PORT/kubectl-dkc-agent:TAG names the same image on the host and
+// on every node; each node's containerd pulls it through the hosts.toml of
+// that host (config_path), over plain HTTP.
+
+// registryVersion is the version hack/tools-registry/go.mod pins and
+// hack/build-components-registry.sh builds.
+const registryVersion = "v3.1.2"
+
+// DefaultRegistryBinary is the registry hack/build-components-registry.sh
+// builds: $DKC_REGISTRY_BINARY, else
+// ~/.cache/kubectl-dkc/bin/registry-v3.1.2/registry.
+func DefaultRegistryBinary() string {
+	if p := os.Getenv("DKC_REGISTRY_BINARY"); p != "" {
+		return p
+	}
+	return filepath.Join(CacheBinDir(), "registry-"+registryVersion, "registry")
+}
+
+// registry is the running registry and its forwarders into the nodes'
+// network namespaces.
+type registry struct {
+	host string // 127.0.0.1:PORT
+	proc *process
+	logf func(string, ...any)
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	conns     sync.WaitGroup
+}
+
+// startRegistry starts the registry on a free port of 127.0.0.1, storing
+// its blobs under c.Dir/registry, and waits until it answers GET /v2/.
+func (c *Cluster) startRegistry(ctx context.Context) error {
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	host := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	config := filepath.Join(c.Dir, "registry.yaml")
+	yaml := fmt.Sprintf(`# Written by the e2e harness (framework/registry.go).
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %q
+http:
+  addr: %q
+`, filepath.Join(c.Dir, "registry"), host)
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	// OTEL_TRACES_EXPORTER=none: the registry exports no traces.
+	p := c.newProcess("registry", []string{"env", "OTEL_TRACES_EXPORTER=none", c.opts.RegistryBinary, "serve", config}, false)
+	c.registry = &registry{host: host, proc: p, logf: c.logf}
+	if err := p.start(); err != nil {
+		return err
+	}
+	err = poll(ctx, 30*time.Second, func() (bool, error) {
+		if p.pid() == 0 {
+			return false, errors.New("registry exited")
+		}
+		resp, err := http.Get("http://" + host + "/v2/")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("registry on %s did not answer GET /v2/ (log: %s): %w", host, p.logPath, err)
+	}
+	c.Registry = host
+	return nil
+}
+
+// stop closes the forwarders, ends the registry by its PID, and waits
+// until every forwarded connection is closed.
+func (r *registry) stop() {
+	r.mu.Lock()
+	for _, l := range r.listeners {
+		_ = l.Close()
+	}
+	r.listeners = nil
+	r.mu.Unlock()
+	_ = r.proc.stop(10 * time.Second)
+	r.conns.Wait()
+}
+
+// forward listens on the registry's address inside netns and copies every
+// connection to the registry on the host's loopback, until stop.
+func (r *registry) forward(netns string) error {
+	l, err := listenInNetNS(netns, r.host)
+	if err != nil {
+		return fmt.Errorf("forward %s in netns %s to the registry: %w", r.host, netns, err)
+	}
+	r.mu.Lock()
+	r.listeners = append(r.listeners, l)
+	r.mu.Unlock()
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return // closed by stop
+			}
+			r.conns.Add(1)
+			go func() {
+				defer r.conns.Done()
+				r.proxy(in)
+			}()
+		}
+	}()
+	return nil
+}
+
+// proxy copies in to a new connection to the registry and back, each
+// direction until its EOF.
+func (r *registry) proxy(in net.Conn) {
+	defer in.Close()
+	out, err := net.DialTimeout("tcp", r.host, 10*time.Second)
+	if err != nil {
+		r.logf("registry forwarder: %v", err)
+		return
+	}
+	defer out.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(out, in)
+		_ = out.(*net.TCPConn).CloseWrite()
+	}()
+	_, _ = io.Copy(in, out)
+	_ = in.(*net.TCPConn).CloseWrite()
+	<-done
+}
+
+// listenInNetNS opens a TCP listener on addr inside the named network
+// namespace (/run/netns/NAME). The socket stays in that namespace; only
+// the thread that creates it enters the namespace, and leaves it again.
+func listenInNetNS(netns, addr string) (net.Listener, error) {
+	type result struct {
+		l   net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// A thread that cannot return to the host's namespace stays
+		// locked, so Go ends it with this goroutine.
+		runtime.LockOSThread()
+		host, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer host.Close()
+		target, err := os.Open(filepath.Join("/run/netns", netns))
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer target.Close()
+		if err := setns(target); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("setns %s: %w", netns, err)}
+			return
+		}
+		l, lerr := net.Listen("tcp", addr)
+		if err := setns(host); err != nil {
+			if l != nil {
+				l.Close()
+			}
+			ch <- result{err: fmt.Errorf("setns back to the host's netns: %w", err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{l, lerr}
+	}()
+	r := <-ch
+	return r.l, r.err
+}
+
+func setns(f *os.File) error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }
+
+// registryHostsDir is node n's containerd config_path: one directory per
+// registry host, holding its hosts.toml.
+func (n *Node) registryHostsDir() string { return filepath.Join(n.Dir, "containerd", "certs.d") }
+
+// writeRegistryHosts writes the hosts.toml by which n's containerd pulls
+// from the cluster's registry: plain HTTP, on the node's loopback.
+func (n *Node) writeRegistryHosts(host string) error {
+	dir := filepath.Join(n.registryHostsDir(), host)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	toml := fmt.Sprintf(`# Written by the e2e harness (framework/registry.go): the cluster's registry.
+server = "http://%s"
+`, host)
+	return os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(toml), 0o644)
+}
+
+// PushImages pushes OCI image archives that hack/image wrote to the
+// cluster's registry, each as REGISTRY/NAME:TAG after the name in the
+// archive (registry.example/kubectl-dkc-agent:TAG becomes
+// 127.0.0.1:PORT/kubectl-dkc-agent:TAG), with hack/image's push as `make
+// push` does, and returns those references in order. root is the
+// repository's root.
+func (c *Cluster) PushImages(ctx context.Context, root string, archives ...string) ([]string, error) {
+	if c.Registry == "" {
+		return nil, errors.New("the cluster runs no registry: start it with Options.Pods")
+	}
+	var refs []string
+	for _, archive := range archives {
+		name, err := ImageName(archive)
+		if err != nil {
+			return nil, err
+		}
+		ref := c.Registry + "/" + path.Base(name)
+		cmd := exec.CommandContext(ctx, "go", "run", ".", "push", "-image", archive, "-ref", ref)
+		cmd.Dir = filepath.Join(root, "hack", "image")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("push %s to %s: %w: %s", archive, ref, err, strings.TrimSpace(string(out)))
+		}
+		refs = append(refs, ref)
+	}
+	return refs, nil
+}
+
+// PauseImage is the CRI sandbox image of the cluster's nodes (containerd's
+// sandbox_image): kubectl-dkc-pause:v1 in the cluster's registry, where a
+// cluster with Pods must push it (PushImages) before it runs a pod.
+// Without Pods it names the image hack/image builds, and no node pulls it.
+func (c *Cluster) PauseImage() string {
+	if c.Registry == "" {
+		return "registry.example/" + pauseImageName
+	}
+	return c.Registry + "/" + pauseImageName
+}
+
+// pauseImageName is the name and tag hack/image gives the pause image.
+const pauseImageName = "kubectl-dkc-pause:v1"
