@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -255,21 +256,20 @@ func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, nod
 	return assignOver(ctx, e.client, name, node, carrier, target, pin, rec.Previous)
 }
 
-// maxAssignConflicts bounds assignOver's attempts on a Node that keeps
-// changing.
-const maxAssignConflicts = 5
+// assignRetry bounds assignOver's attempts on a Node that keeps changing.
+var assignRetry = retry.DefaultRetry
 
 // assignOver assigns the node named name its target through carrier,
 // provided it still holds previous, the assignment the rollout recorded for
 // it when it started it. The patch is conditional on the resourceVersion of
 // the Node as last seen (node, from the informer; nil: read it first), and
-// on a conflict the Node is read again. A node that then holds its target
-// was assigned by another client driving the rollout; one that holds
-// anything else was assigned outside the rollout meanwhile (during its
-// drain, say): it is left as it is, and its error, the one NextPhase gives
-// such a node, halts the rollout.
+// on a conflict the Node is read again (retry.RetryOnConflict). A node that
+// then holds its target was assigned by another client driving the
+// rollout; one that holds anything else was assigned outside the rollout
+// meanwhile (during its drain, say): it is left as it is, and its error,
+// the one NextPhase gives such a node, halts the rollout.
 func assignOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, carrier source.Carrier, target *corev1.NodeConfigSource, pin *source.Pin, previous *corev1.NodeConfigSource) error {
-	for range maxAssignConflicts {
+	err := retry.RetryOnConflict(assignRetry, func() error {
 		if node == nil {
 			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -288,12 +288,15 @@ func assignOver(ctx context.Context, client kubernetes.Interface, name string, n
 			return errors.New(changedOutside(holds, previous))
 		}
 		err = assignVia(ctx, client, name, carrier, target, pin, node.ResourceVersion)
-		if !apierrors.IsConflict(err) {
-			return err
+		if apierrors.IsConflict(err) {
+			node = nil
 		}
-		node = nil
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("assign node %q: the Node changed under each of %d attempts", name, assignRetry.Steps)
 	}
-	return fmt.Errorf("assign node %q: the Node changed under each of %d attempts", name, maxAssignConflicts)
+	return err
 }
 
 // carrierCache remembers the carrier source.Detect found, for one run of

@@ -329,3 +329,66 @@ func TestAssignOver(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignOverRetriesConflicts: a Conflict on the assignment's patch
+// reads the Node again and patches again, up to retry.DefaultRetry's
+// attempts; a Node that conflicts on every one of them is an error that
+// says so, and nothing is assigned.
+func TestAssignOverRetriesConflicts(t *testing.T) {
+	ctx := context.Background()
+	tests := map[string]struct {
+		conflicts   int // patches answered with a Conflict before the apiserver's answer
+		wantErr     string
+		wantPatches int
+		wantGets    int
+		wantHeld    *corev1.NodeConfigSource
+	}{
+		"no conflict":  {wantPatches: 1, wantHeld: cm("new")},
+		"one conflict": {conflicts: 1, wantPatches: 2, wantGets: 1, wantHeld: cm("new")},
+		"a conflict on every attempt": {
+			conflicts:   100,
+			wantErr:     `assign node "n1": the Node changed under each of 5 attempts`,
+			wantPatches: 5,
+			wantGets:    4,
+			wantHeld:    cm("old"),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			client, names := newFleet(t, 1)
+			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old"), nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			cached, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var patches, gets int
+			client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				gets++
+				return false, nil, nil
+			})
+			client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				patches++
+				if patches <= tc.conflicts {
+					return true, nil, apierrors.NewConflict(corev1.Resource("nodes"), action.(k8stesting.PatchActionImpl).Name, errors.New("the object has been modified"))
+				}
+				return false, nil, nil
+			})
+			err = assignOver(ctx, client, names[0], cached, source.Annotation, cm("new"), nil, cm("old"))
+			if got := errString(err); got != tc.wantErr {
+				t.Errorf("error %q, want %q", got, tc.wantErr)
+			}
+			if patches != tc.wantPatches || gets != tc.wantGets {
+				t.Errorf("%d patches and %d reads of the Node, want %d and %d", patches, gets, tc.wantPatches, tc.wantGets)
+			}
+			node, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held, _, _ := source.Assigned(node); !source.Equal(held, tc.wantHeld) {
+				t.Errorf("node holds %s, want %s", DescribeTarget(held), DescribeTarget(tc.wantHeld))
+			}
+		})
+	}
+}
