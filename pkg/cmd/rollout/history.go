@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -90,7 +89,7 @@ func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cob
 	}
 	o.Node = strings.TrimPrefix(o.Node, "node/")
 	if *o.PrintFlags.OutputFormat == "" {
-		o.Printer = printers.ResourcePrinterFunc(printHistoryTable)
+		o.Printer = util.TablePrinter(historyTable)
 	} else if p, err := o.PrintFlags.ToPrinter(); err == nil {
 		o.Printer = p
 	}
@@ -117,7 +116,7 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return printPoolHistory(o.Out, p, revs)
+		return printPoolHistory(o.IOStreams, p, revs)
 	}
 	node, err := o.Client.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
 	if err != nil {
@@ -127,19 +126,22 @@ func (o *HistoryOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(h.Entries) == 0 && *o.PrintFlags.OutputFormat == "" {
+		fmt.Fprintf(o.ErrOut, "No history found for node/%s.\n", o.Node)
+		return nil
+	}
 	return o.Printer.PrintObj(h, o.Out)
 }
 
-// printHistoryTable prints a NodeConfigHistory as a table, an entry a row.
-func printHistoryTable(obj runtime.Object, w io.Writer) error {
+// historyTable makes the table of a NodeConfigHistory, an entry a row.
+func historyTable(obj runtime.Object) (*metav1.Table, error) {
 	h, ok := obj.(*status.NodeConfigHistory)
 	if !ok {
-		return fmt.Errorf("history table: unexpected %T", obj)
+		return nil, fmt.Errorf("history table: unexpected %T", obj)
 	}
-	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "TIME\tRESULT\tCONFIG\tMESSAGE")
+	t := util.NewTable("Time", "Result", "Config", "Message")
 	for _, e := range h.Entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), oneLine(e.Message))
+		util.AddRow(t, e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), oneLine(e.Message))
 	}
-	return tw.Flush()
+	return t, nil
 }

@@ -33,11 +33,12 @@ func TestHistoryOutput(t *testing.T) {
 	without := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
 	tests := map[string]struct {
 		node, output, want, wantErr string
+		wantErrOut                  string
 	}{
 		"table": {node: "n1", want: "TIME                   RESULT       CONFIG          MESSAGE\n" +
 			"2025-05-01T12:00:00Z   Applied      kube-system/a   \n" +
 			"2025-05-01T12:00:00Z   RolledBack   <local>         health gate: kubelet not Ready\n"},
-		"table, no history": {node: "n2", want: "TIME   RESULT   CONFIG   MESSAGE\n"},
+		"table, no history": {node: "n2", wantErrOut: "No history found for node/n2.\n"},
 		"json": {node: "n1", output: "json", want: `{
     "kind": "NodeConfigHistory",
     "apiVersion": "kubectl-dkc.io/v1alpha1",
@@ -72,7 +73,7 @@ func TestHistoryOutput(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			streams, _, out, _ := genericiooptions.NewTestIOStreams()
+			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 			o := NewHistoryOptions(streams)
 			*o.PrintFlags.OutputFormat = tc.output
 			// Complete, but for the client, which the fake replaces.
@@ -87,9 +88,7 @@ func TestHistoryOutput(t *testing.T) {
 			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
-				t.Errorf("output (-want +got):\n%s", diff)
-			}
+			checkStreams(t, tc.want, tc.wantErrOut, out, errOut)
 		})
 	}
 }

@@ -3,11 +3,11 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -59,7 +59,7 @@ func (o *ListOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.
 		return err
 	}
 	if *o.PrintFlags.OutputFormat == "" {
-		o.Printer = printers.ResourcePrinterFunc(printRolloutList)
+		o.Printer = util.TablePrinter(rolloutTable)
 	} else if p, err := o.PrintFlags.ToPrinter(); err == nil {
 		o.Printer = p
 	}
@@ -86,17 +86,20 @@ func (o *ListOptions) Run(ctx context.Context) error {
 	for _, r := range all {
 		list.Items = append(list.Items, *r)
 	}
+	if len(list.Items) == 0 && *o.PrintFlags.OutputFormat == "" {
+		fmt.Fprintf(o.ErrOut, "No rollouts found in %s namespace.\n", o.Namespace)
+		return nil
+	}
 	return o.Printer.PrintObj(list, o.Out)
 }
 
-// printRolloutList prints a RolloutList as a table, a rollout a row.
-func printRolloutList(obj runtime.Object, w io.Writer) error {
+// rolloutTable makes the table of a RolloutList, a rollout a row.
+func rolloutTable(obj runtime.Object) (*metav1.Table, error) {
 	list, ok := obj.(*rollout.RolloutList)
 	if !ok {
-		return fmt.Errorf("rollout list: unexpected %T", obj)
+		return nil, fmt.Errorf("rollout list: unexpected %T", obj)
 	}
-	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "NAME\tSTATE\tPOOL\tREVISION\tCONFIG\tNODES\tDONE\tAGE")
+	t := util.NewTable("Name", "State", "Pool", "Revision", "Config", "Nodes", "Done", "Age")
 	for i := range list.Items {
 		r := &list.Items[i]
 		done := 0
@@ -105,15 +108,8 @@ func printRolloutList(obj runtime.Object, w io.Writer) error {
 				done++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Name, r.State(), orDash(r.Labels[pool.Label]), orDash(r.Labels[pool.RevisionLabel]),
+		util.AddRow(t, r.Name, string(r.State()), util.OrNone(r.Labels[pool.Label]), util.OrNone(r.Labels[pool.RevisionLabel]),
 			rollout.DescribeTarget(r.Spec.Config), len(r.Spec.Nodes), done, duration.HumanDuration(time.Since(r.CreationTimestamp.Time)))
 	}
-	return tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return t, nil
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
@@ -56,31 +56,31 @@ func poolRevisions(ctx context.Context, pools *pool.Store, rollouts *rollout.Sto
 
 // printPoolHistory prints a pool's revisions, as kubectl rollout history
 // prints a Deployment's.
-func printPoolHistory(out io.Writer, p *pool.Pool, revs []pool.Revision) error {
-	tw := printers.GetNewTabWriter(out)
-	fmt.Fprintf(tw, "nodeconfigpool/%s\n", p.Name)
-	fmt.Fprintln(tw, "REVISION\tCONFIG\tDIGEST\tALLOW-UNSAFE\tROLLOUTS\tSTATE\tCREATED")
+func printPoolHistory(streams genericiooptions.IOStreams, p *pool.Pool, revs []pool.Revision) error {
+	fmt.Fprintf(streams.Out, "nodeconfigpool/%s\n", p.Name)
+	if len(revs) == 0 {
+		fmt.Fprintln(streams.ErrOut, "No revisions found.")
+		return nil
+	}
+	t := util.NewTable("Revision", "Config", "Digest", "Allow-Unsafe", "Rollouts", "State", "Created")
 	for _, r := range revs {
 		first, latest := r.Rollouts[0], r.Latest()
 		var names []string
 		for _, ro := range r.Rollouts {
 			names = append(names, ro.Name)
 		}
-		digest, allow := "-", "-"
+		var digest, allow string
 		if pin := first.Spec.Pin; pin != nil {
-			digest = source.ShortDigest(pin.Digest)
-			if len(pin.AllowUnsafe) > 0 {
-				allow = strings.Join(pin.AllowUnsafe, ",")
-			}
+			digest, allow = source.ShortDigest(pin.Digest), strings.Join(pin.AllowUnsafe, ",")
 		}
-		current := ""
+		revision := fmt.Sprint(r.Number)
 		if r.Number == p.Status.Revision {
-			current = " (current)"
+			revision += " (current)"
 		}
-		fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Number, current, rollout.DescribeTarget(first.Spec.Config), digest, allow,
-			strings.Join(names, ","), latest.State(), first.CreationTimestamp.UTC().Format(time.RFC3339))
+		util.AddRow(t, revision, rollout.DescribeTarget(first.Spec.Config), util.OrNone(digest), util.OrNone(allow),
+			strings.Join(names, ","), string(latest.State()), first.CreationTimestamp.UTC().Format(time.RFC3339))
 	}
-	return tw.Flush()
+	return util.PrintTable(streams.Out, t)
 }
 
 // undoPool points pool name back at revision to's config (0: the revision

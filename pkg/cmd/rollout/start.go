@@ -428,18 +428,17 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 		return o.Printer.PrintObj(r, o.Out)
 	}
 	fmt.Fprintf(o.Out, "rollout/%s%s: %s\n", r.Name, util.DryRunSuffix(o.DryRun), rollout.Headline(r))
-	tw := printers.GetNewTabWriter(o.Out)
-	header := "WAVE\tNODES"
+	columns := []string{"Wave", "Nodes"}
 	if len(r.Spec.Drain) > 0 {
-		header += "\tDRAIN"
+		columns = append(columns, "Drain")
 	}
-	fmt.Fprintln(tw, header)
+	t := util.NewTable(columns...)
 	for _, w := range rollout.Waves(&r.Spec) {
-		row := fmt.Sprint(w.Index)
+		wave := fmt.Sprint(w.Index)
 		if w.Canary {
-			row += " (canary)"
+			wave += " (canary)"
 		}
-		row += "\t" + strings.Join(w.Nodes, ",")
+		row := []any{wave, strings.Join(w.Nodes, ",")}
 		if len(r.Spec.Drain) > 0 {
 			var drained []string
 			for _, n := range w.Nodes {
@@ -447,11 +446,11 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 					drained = append(drained, n)
 				}
 			}
-			row += "\t" + strings.Join(drained, ",")
+			row = append(row, strings.Join(drained, ","))
 		}
-		fmt.Fprintln(tw, row)
+		util.AddRow(t, row...)
 	}
-	return tw.Flush()
+	return util.PrintTable(o.Out, t)
 }
 
 // checkOverlap refuses to start a rollout over nodes that a Running or
