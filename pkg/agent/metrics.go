@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -21,6 +23,9 @@ const (
 	ResultFailed = "failed"
 )
 
+// Results are the values of applies_total's result label.
+var Results = []string{ResultApplied, ResultRolledBack, ResultRefused, ResultFailed}
+
 // Phases of an apply, the label of phase_duration_seconds.
 const (
 	PhaseValidate = "validate"
@@ -31,6 +36,10 @@ const (
 	PhaseRollback = "rollback"
 	PhaseReport   = "report"
 )
+
+// Phases are the values of phase_duration_seconds's phase label, in the
+// order of an apply.
+var Phases = []string{PhaseValidate, PhaseWrite, PhaseRestart, PhaseProbe, PhasePods, PhaseRollback, PhaseReport}
 
 // Metrics are the agent's Prometheus metrics, in a registry of their own
 // (no global state): serve Registry on /metrics.
@@ -54,7 +63,7 @@ func NewMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		Applies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "applies_total",
-			Help: "Assigned configs the agent handled, by result (applied, rolled_back, refused, failed).",
+			Help: "Assigned configs the agent handled, by result (" + strings.Join(Results, ", ") + ").",
 		}, []string{"result"}),
 		Rollbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "rollbacks_total",
@@ -75,7 +84,7 @@ func NewMetrics() *Metrics {
 		}),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "phase_duration_seconds",
-			Help:    "Time spent in each phase of an apply: validate, write, restart, probe, rollback, report.",
+			Help:    "Time spent in each phase of an apply: " + strings.Join(Phases, ", ") + ".",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 60, 120},
 		}, []string{"phase"}),
 		SyncErrors: prometheus.NewCounter(prometheus.CounterOpts{
@@ -83,7 +92,7 @@ func NewMetrics() *Metrics {
 			Help: "Syncs that ended in an error and were retried with backoff.",
 		}),
 	}
-	for _, r := range []string{ResultApplied, ResultRolledBack, ResultRefused, ResultFailed} {
+	for _, r := range Results {
 		m.Applies.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(m.Applies, m.Rollbacks, m.Resets, m.Drifts, m.ApplyDuration, m.PhaseDuration, m.SyncErrors,
