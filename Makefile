@@ -103,6 +103,11 @@ unit: ## Unit tests (no cluster)
 	go test ./cmd/... ./pkg/...
 	cd hack/image && go test ./...
 
+.PHONY: docs
+docs: ## Regenerate the docs made from the code: docs/reference.md, and docs/security.md's table of field classes (unit fails when they are stale)
+	go test ./cmd -run '^TestReferenceDocs$$' -count=1 -update
+	go test ./pkg/kubeletconfig -run '^TestFieldClassDocs$$' -count=1 -update
+
 .PHONY: e2e
 # The tests run the images on this machine only: build them for its platform.
 e2e: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
