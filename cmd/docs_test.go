@@ -329,7 +329,7 @@ func TestDocsConditions(t *testing.T) {
 			}
 		}
 	}
-	if want := sets.New("docs/agent.md", "docs/carrier.md", "docs/rollout.md"); !found.IsSuperset(want) {
+	if want := sets.New("docs/agent.md", "docs/carrier.md", "docs/rollout.md", "docs/troubleshooting.md"); !found.IsSuperset(want) {
 		t.Errorf("found the tables of conditions in %v, want them in %v", sets.List(found), sets.List(want))
 	}
 
@@ -343,6 +343,54 @@ func TestDocsConditions(t *testing.T) {
 		for _, w := range d.reasonsAfter(`(?:condition|reasons?(?: is)?)\s+`, `\s+condition\b`) {
 			if !allowed.Has(w.reason) {
 				t.Errorf("%s: no condition has the type or reason %s", d.at(w.line), w.reason)
+			}
+		}
+	}
+}
+
+// TestDocsTroubleshooting holds docs/troubleshooting.md to the code: it
+// explains every reason of the KubeletConfigOK condition (its table of
+// reasons, which TestDocsConditions checks), every Event reason (a table
+// whose first column is the Event, holding each of agent.EventReasons and
+// no other), and every condition and reason of a NodeConfigPool.
+func TestDocsTroubleshooting(t *testing.T) {
+	const path = "docs/troubleshooting.md"
+	d, ok := docsByPath(t)[path]
+	if !ok {
+		t.Fatalf("no %s", path)
+	}
+	tables := 0
+	for _, tbl := range d.tables() {
+		if !strings.EqualFold(tbl.header[0], "event") {
+			continue
+		}
+		tables++
+		var named []reasonAt
+		for _, r := range tbl.rows {
+			named = append(named, reasonAt{reason: strings.Trim(r.cells[0], "`"), line: r.line})
+		}
+		compareReasons(t, d, tbl.line, "Event reasons", named, agent.EventReasons)
+	}
+	if tables == 0 {
+		t.Errorf("%s: no table of Events (a first column headed Event)", path)
+	}
+
+	written := sets.New[string]()
+	for _, m := range reasonWord.FindAllStringSubmatch(d.prose(), -1) {
+		written.Insert(m[1])
+	}
+	want := map[string][]string{
+		string(source.ConditionType) + " reason": agent.ConditionReasons,
+		"Event reason":                           agent.EventReasons,
+		pool.Kind + " condition":                 slices.Sorted(maps.Keys(pool.Reasons)),
+	}
+	for typ, reasons := range pool.Reasons {
+		want[pool.Kind+" "+typ+" reason"] = reasons
+	}
+	for _, what := range slices.Sorted(maps.Keys(want)) {
+		for _, r := range want[what] {
+			if !written.Has(r) {
+				t.Errorf("%s does not explain the %s %s: say what it means and what to do", path, what, r)
 			}
 		}
 	}
