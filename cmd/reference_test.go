@@ -9,14 +9,12 @@ import (
 	"go/token"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 	cobradoc "github.com/spf13/cobra/doc"
@@ -24,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-dkc/dkc/pkg/agent"
+	"github.com/kubectl-dkc/dkc/pkg/goldenfile"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -38,20 +37,7 @@ const referencePath = "../docs/reference.md"
 // condition and Event reasons and the metrics. -update (make docs)
 // rewrites it.
 func TestReferenceDocs(t *testing.T) {
-	got := reference(t)
-	if *update {
-		if err := os.WriteFile(referencePath, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(referencePath)
-	if err != nil {
-		t.Fatalf("%v (make docs creates it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("docs/reference.md is stale: run make docs (-want +got):\n%s", diff)
-	}
+	goldenfile.Check(t, referencePath, reference(t), *update, "make docs")
 }
 
 // reference returns docs/reference.md as the code defines it.
