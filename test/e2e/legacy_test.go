@@ -84,7 +84,7 @@ func TestLegacyNativeDKC(t *testing.T) {
 	n := c.Nodes[0]
 	storeDir := filepath.Join(n.Dir, "dynamic-config", "store")
 
-	t.Run("components are v1.23.17 on etcd 3.6", func(t *testing.T) {
+	t.Run("components are v1.23.17 on the harness's etcd 3.7", func(t *testing.T) {
 		v, err := c.Client.Discovery().ServerVersion()
 		if err != nil {
 			t.Fatal(err)
@@ -100,8 +100,8 @@ func TestLegacyNativeDKC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("etcd --version: %v: %s", err, out)
 		}
-		if !strings.Contains(string(out), "etcd Version: 3.6.") {
-			t.Errorf("etcd --version: want 3.6.x, got:\n%s", out)
+		if !strings.Contains(string(out), "etcd Version: 3.7.") {
+			t.Errorf("etcd --version: want 3.7.x, got:\n%s", out)
 		}
 		t.Logf("apiserver %s, kubelet %s, %s", v.GitVersion, node.Status.NodeInfo.KubeletVersion, strings.SplitN(string(out), "\n", 2)[0])
 	})
