@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the e2e harness and the local cluster
 # run, and the kubectl the plugin-discovery and --append-hash tests use:
-# kube-apiserver, kubelet, kube-controller-manager, kube-scheduler and
-# kubectl from k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server, at
+# kube-apiserver, kubelet, kube-controller-manager, kube-scheduler, kubectl
+# and kubeadm from k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server, at
 # the versions pinned in hack/tools/go.mod.
 # Binaries land in $DKC_BIN_DIR (default ~/.cache/kubectl-dkc/bin/v1.37.2)
 # and are reused when present. The first build says what it builds and about
@@ -33,6 +33,8 @@ components=(
   "kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager:4 min"
   "kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler:1 min"
   "kubectl:k8s.io/kubernetes/cmd/kubectl:2 min"
+  # The kubeadm node (framework.StartKubeadmNode) is joined by kubeadm.
+  "kubeadm:k8s.io/kubernetes/cmd/kubeadm:2 min"
 )
 
 fresh() { [[ -x "$bin_dir/$1" && "$bin_dir/$1" -nt "$here/tools/go.sum" ]]; }
