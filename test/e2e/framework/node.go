@@ -135,7 +135,45 @@ func (n *Node) containerdSocket() string { return filepath.Join(n.Dir, "containe
 
 func (n *Node) writeContainerdConfig() error {
 	d := n.Dir
-	toml := fmt.Sprintf(`version = 2
+	toml := containerdConfig(containerdPaths{
+		root:       filepath.Join(d, "containerd", "root"),
+		state:      filepath.Join(d, "containerd", "state"),
+		socket:     n.containerdSocket(),
+		opt:        filepath.Join(d, "containerd", "opt"),
+		cniConfDir: filepath.Join(d, "cni", "net.d"),
+		cri:        n.criContainerdConfig(),
+	})
+	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(toml), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d, "cni", "net.d", "10-dkc.conflist"), []byte(bridgeConflist(filepath.Join(d, "cni", "ipam"))), 0o644)
+}
+
+// containerdPaths place a node's containerd.
+type containerdPaths struct {
+	root, state, socket, opt, cniConfDir string
+	// cri is the CRI plugin's own section: the sandbox (pause) image, and
+	// where the registries' hosts.toml files are.
+	cri string
+	// systemdCgroup makes runc place containers through systemd, as the
+	// kubelet's cgroupDriver: systemd needs.
+	systemdCgroup bool
+}
+
+// containerdConfig is a node's containerd config: the paths of p, its CRI
+// section, and the CNI plugins from Debian's
+// containernetworking-plugins.
+func containerdConfig(p containerdPaths) string {
+	runc := ""
+	if p.systemdCgroup {
+		runc = `
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = true
+`
+	}
+	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
@@ -153,17 +191,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = "/usr/lib/cni"
   conf_dir = %q
-`, filepath.Join(d, "containerd", "root"), filepath.Join(d, "containerd", "state"),
-		n.containerdSocket(), n.containerdSocket()+".ttrpc",
-		filepath.Join(d, "containerd", "opt"), n.criContainerdConfig(), filepath.Join(d, "cni", "net.d"))
-	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(toml), 0o644); err != nil {
-		return err
-	}
-	// A bridge network config, only so that the runtime reports its network
-	// ready; no test runs pods, so it is never set up.
-	conflist := fmt.Sprintf(`{"cniVersion":"0.4.0","name":"dkc","plugins":[{"type":"bridge","bridge":"cni0","isGateway":false,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]],"dataDir":%q}}]}`,
-		filepath.Join(d, "cni", "ipam"))
-	return os.WriteFile(filepath.Join(d, "cni", "net.d", "10-dkc.conflist"), []byte(conflist), 0o644)
+%s`, p.root, p.state, p.socket, p.socket+".ttrpc", p.opt, p.cri, p.cniConfDir, runc)
+}
+
+// bridgeConflist is a bridge network config, only so that the runtime
+// reports its network ready; no test runs pods on it, so it is never set
+// up.
+func bridgeConflist(ipamDir string) string {
+	return fmt.Sprintf(`{"cniVersion":"0.4.0","name":"dkc","plugins":[{"type":"bridge","bridge":"cni0","isGateway":false,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]],"dataDir":%q}}]}`, ipamDir)
 }
 
 // DefaultKubeletConfig is the config the harness gives the node at setup.
