@@ -37,6 +37,8 @@ type Systemd struct {
 
 // systemdInit runs as PID 1 of the new namespaces, then becomes systemd.
 // $1 is the unit directory, $2 the file that stands in for /dev/console.
+// %s is where SystemdOptions add their lines, after the base mounts and
+// before /sys turns read-only.
 //
 // Every mount is -n, and the private /run comes first: mount(8) otherwise
 // keeps its table in /run/mount/utab, and a mount namespace does not keep a
@@ -48,12 +50,31 @@ mount -n -o bind,ro /proc/sys /proc/sys
 mount -n -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
 mkdir /sys/fs/cgroup/systemd
 mount -n -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+%s
 mount -n -t tmpfs -o mode=755 tmpfs /etc/systemd/system
 mount -n -t tmpfs -o mode=755 tmpfs /var/lib/systemd
 mount -n -o remount,bind,ro /sys
 export SYSTEMD_UNIT_PATH="$1" container=dkc-e2e
 exec /lib/systemd/systemd --system --unit=dkc-e2e.target --log-target=console --log-level=info --show-status=no
 `
+
+// SystemdOptions shape the namespaces of a manager beyond StartSystemd's.
+type SystemdOptions struct {
+	// NetNS, when set, is the network namespace (a name under /run/netns)
+	// the manager runs in, instead of a new empty one.
+	NetNS string
+	// Controllers mounts every cgroup v1 controller hierarchy of this
+	// process inside, as on a host, besides name=systemd. A kubelet needs
+	// them; the cgroup namespace makes the manager's cgroup their root.
+	Controllers bool
+	// Setup is shell run inside before the manager starts, after the
+	// private /run and cgroup mounts, while /etc and /var/lib are still
+	// the host's (mount over them to keep writes off the host).
+	Setup string
+	// Wants are units the boot target pulls in besides the system bus, as
+	// `systemctl enable` would have them start at boot.
+	Wants []string
+}
 
 // systemdBaseUnits start the system bus. systemd connects to it once
 // dbus.service runs, as on a host.
@@ -91,6 +112,11 @@ func PreflightSystemd() error {
 // drop-ins as "UNIT.d/NAME.conf") besides the bus, and waits until its
 // system bus answers on BusAddress.
 func StartSystemd(dir string, units map[string]string) (s *Systemd, err error) {
+	return StartSystemdWith(dir, units, SystemdOptions{})
+}
+
+// StartSystemdWith is StartSystemd with opts.
+func StartSystemdWith(dir string, units map[string]string, opts SystemdOptions) (s *Systemd, err error) {
 	if err := PreflightSystemd(); err != nil {
 		return nil, err
 	}
@@ -100,6 +126,12 @@ func StartSystemd(dir string, units map[string]string) (s *Systemd, err error) {
 	}
 	for name, body := range systemdBaseUnits {
 		if err := os.WriteFile(filepath.Join(unitDir, name), []byte(body), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.Wants) > 0 {
+		target := systemdBaseUnits["dkc-e2e.target"] + "Wants=" + strings.Join(opts.Wants, " ") + "\n"
+		if err := os.WriteFile(filepath.Join(unitDir, "dkc-e2e.target"), []byte(target), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -129,9 +161,22 @@ func StartSystemd(dir string, units map[string]string) (s *Systemd, err error) {
 	if s.cgroups, err = makeChildCgroups(name); err != nil {
 		return s, err
 	}
+	setup := opts.Setup
+	if opts.Controllers {
+		mounts, err := controllerMounts()
+		if err != nil {
+			return s, err
+		}
+		setup = mounts + setup
+	}
+	init := fmt.Sprintf(systemdInit, setup)
+	enter, newNet := "", "--net "
+	if opts.NetNS != "" {
+		enter, newNet = "nsenter --net="+shellQuote("/run/netns/"+opts.NetNS)+" -- ", ""
+	}
 	script := "for c in \"$@\"; do echo $$ > \"$c/cgroup.procs\"; done\n" +
-		"exec unshare --pid --fork --mount-proc --mount --propagation private --cgroup --uts --ipc --net " +
-		"/bin/sh -c " + shellQuote(systemdInit) + " systemd-init " + shellQuote(unitDir) + " " + shellQuote(console)
+		"exec " + enter + "unshare --pid --fork --mount-proc --mount --propagation private --cgroup --uts --ipc " + newNet +
+		"/bin/sh -c " + shellQuote(init) + " systemd-init " + shellQuote(unitDir) + " " + shellQuote(console)
 	s.cmd = exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, s.cgroups...)...)
 	log, err := os.Create(filepath.Join(dir, "unshare.log"))
 	if err != nil {
@@ -195,9 +240,10 @@ func (s *Systemd) Systemctl(args ...string) (string, error) {
 	return s.Exec(append([]string{"systemctl", "--no-pager"}, args...)...)
 }
 
-// Exec runs argv inside the manager's mount and PID namespaces, as root.
+// Exec runs argv inside the manager's mount, PID, network, UTS and IPC
+// namespaces, as root.
 func (s *Systemd) Exec(argv ...string) (string, error) {
-	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "--"}, argv...)...)
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "-n", "-u", "-i", "--"}, argv...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
@@ -295,6 +341,31 @@ func removeCgroups(dirs []string) {
 			}
 		}
 	}
+}
+
+// controllerMounts is shell that mounts each cgroup v1 controller hierarchy
+// this process is in under /sys/fs/cgroup, as the host does; co-mounted
+// controllers ("cpu,cpuacct") get a link for each name.
+func controllerMounts() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	var script strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || f[1] == "" || strings.HasPrefix(f[1], "name=") {
+			continue
+		}
+		dir := "/sys/fs/cgroup/" + f[1]
+		fmt.Fprintf(&script, "mkdir %s\nmount -n -t cgroup -o %s cgroup %s\n", shellQuote(dir), shellQuote(f[1]), shellQuote(dir))
+		if names := strings.Split(f[1], ","); len(names) > 1 {
+			for _, n := range names {
+				fmt.Fprintf(&script, "ln -s %s /sys/fs/cgroup/%s\n", shellQuote(f[1]), shellQuote(n))
+			}
+		}
+	}
+	return script.String(), nil
 }
 
 // childOf returns the first child of pid, or 0.
