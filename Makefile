@@ -16,8 +16,10 @@ LDFLAGS := -X github.com/kubectl-dkc/dkc/pkg/version.version=$(VERSION) \
            -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=$(GIT_COMMIT) \
            -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=$(BUILD_DATE)
 BIN := _output/bin
-# Debian packages the real-component tests need.
-TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux
+# Debian packages the real-component tests need: the isolated systemd
+# (framework.StartSystemd) needs systemd and dbus; kubeadm join's preflight
+# needs losetup and mount (mount).
+TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux systemd dbus mount
 E2E_TIMEOUT ?= 60m
 # Where hack/build-components.sh puts the v1.37.2 components and the pinned
 # kubectl: first on PATH for `make demo` and `make cluster-up`, so a machine

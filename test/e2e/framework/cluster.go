@@ -76,6 +76,11 @@ type Options struct {
 	// RegistryBinary is distribution's registry, run for Pods. Default:
 	// DefaultRegistryBinary().
 	RegistryBinary string
+	// Kubeadm readies the control plane for nodes that kubeadm joins
+	// (StartKubeadmNode, kubeadm.go): bootstrap token authentication, and
+	// kube-controller-manager's bootstrap signer, token cleaner and CSR
+	// approver and signer.
+	Kubeadm bool
 }
 
 // Cluster is a running control plane with its nodes.
@@ -86,6 +91,8 @@ type Cluster struct {
 	RESTConfig *rest.Config
 	Client     kubernetes.Interface
 	Nodes      []*Node
+	// KubeadmNodes are the nodes StartKubeadmNode joined.
+	KubeadmNodes []*KubeadmNode
 	// APIServerURL is the apiserver's address on the node network.
 	APIServerURL string
 	// Registry is HOST:PORT of the cluster's image registry (Pods only),
@@ -106,6 +113,7 @@ type Cluster struct {
 	// dkcControllers are dkc's controllers (StartController).
 	dkcControllers dkcControllers
 	hostCgroups    map[string]bool // cgroup parents the host had (Pods)
+	kubeadm        kubeadmState
 	logf           func(string, ...any)
 	stopOnce       sync.Once
 }
@@ -149,6 +157,14 @@ func Preflight(opts Options) error {
 	for _, p := range []string{filepath.Join(etcdDir, "etcd"), filepath.Join(binDir, "kube-apiserver"), filepath.Join(kubeletDir, "kubelet")} {
 		if _, err := os.Stat(p); err != nil {
 			problems = append(problems, fmt.Sprintf("missing %s: run `make components` (hack/build-components.sh)", p))
+		}
+	}
+	if opts.Kubeadm {
+		if _, err := os.Stat(filepath.Join(binDir, "kubeadm")); err != nil {
+			problems = append(problems, fmt.Sprintf("missing %s: run `make components` (hack/build-components.sh)", filepath.Join(binDir, "kubeadm")))
+		}
+		if err := PreflightSystemd(); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	for _, tool := range []string{"containerd", "runc", "ip", "nsenter", "unshare", "iptables"} {
@@ -237,7 +253,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.logf("control plane ready after %s", time.Since(began).Round(time.Millisecond))
-	if opts.Pods {
+	if opts.Pods || opts.Kubeadm {
 		if err := c.startPodControllers(ctx); err != nil {
 			return c, err
 		}
@@ -365,6 +381,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		"--profiling=false",
+	}
+	if c.opts.Kubeadm {
+		argv = append(argv, "--enable-bootstrap-token-auth")
 	}
 	argv = append(argv, c.opts.APIServerFlags...)
 	c.apiserver = c.newProcess("kube-apiserver", wrapArgv("", c.utab(), []bindMount{{etcHosts, "/etc/hosts"}, {resolv, "/etc/resolv.conf"}}, argv), false)
@@ -500,6 +519,9 @@ func IsReady(node *corev1.Node) bool {
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		c.stopDKCControllers()
+		for _, n := range c.KubeadmNodes {
+			n.stop()
+		}
 		var wg sync.WaitGroup
 		for _, n := range c.Nodes {
 			wg.Add(1)
@@ -531,6 +553,9 @@ func (c *Cluster) Logs() []string {
 	for _, n := range c.Nodes {
 		m, _ := filepath.Glob(filepath.Join(n.Dir, "*.log"))
 		matches = append(matches, m...)
+	}
+	for _, n := range c.KubeadmNodes {
+		matches = append(matches, n.Logs()...)
 	}
 	sort.Strings(matches)
 	return matches

@@ -37,39 +37,59 @@ import (
 //
 // Pods with hostNetwork need no CNI; other pods are not supported.
 
-// startPodControllers starts kube-controller-manager and kube-scheduler with
-// the admin credential, serving nothing, and waits until the controller
-// manager published kube-root-ca.crt.
+// startPodControllers starts kube-controller-manager and, for Pods,
+// kube-scheduler, with the admin credential, serving nothing. For Pods it
+// waits until the controller manager published kube-root-ca.crt. For
+// Kubeadm the controller manager also runs what kubeadm's control plane
+// runs for joining nodes: the bootstrap signer (it signs cluster-info for
+// token discovery), the token cleaner, and the CSR approver and signer
+// (they issue a joining kubelet's client certificate, from the cluster's
+// CA).
 func (c *Cluster) startPodControllers(ctx context.Context) error {
 	c.hostCgroups = cgroupParents()
-	kcm := c.newProcess("kube-controller-manager", []string{
+	var controllers []string
+	if c.opts.Pods {
+		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller")
+	}
+	if c.opts.Kubeadm {
+		controllers = append(controllers, "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
+	}
+	argv := []string{
 		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
 		"--kubeconfig=" + c.Kubeconfig,
-		"--controllers=daemonset-controller,deployment-controller,replicaset-controller,root-ca-certificate-publisher-controller,endpointslice-controller",
+		"--controllers=" + strings.Join(controllers, ","),
 		"--root-ca-file=" + c.pki.caFile(),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
-	}, false)
-	sched := c.newProcess("kube-scheduler", []string{
-		filepath.Join(c.opts.BinDir, "kube-scheduler"),
-		"--kubeconfig=" + c.Kubeconfig,
-		"--authentication-kubeconfig=" + c.Kubeconfig,
-		"--authorization-kubeconfig=" + c.Kubeconfig,
-		"--leader-elect=false",
-		"--secure-port=0",
-	}, false)
-	for _, p := range []*process{kcm, sched} {
+	}
+	if c.opts.Kubeadm {
+		argv = append(argv, "--cluster-signing-cert-file="+c.pki.caFile(), "--cluster-signing-key-file="+c.pki.keyFile("ca"))
+	}
+	c.controllers = append(c.controllers, c.newProcess("kube-controller-manager", argv, false))
+	if c.opts.Pods {
+		c.controllers = append(c.controllers, c.newProcess("kube-scheduler", []string{
+			filepath.Join(c.opts.BinDir, "kube-scheduler"),
+			"--kubeconfig=" + c.Kubeconfig,
+			"--authentication-kubeconfig=" + c.Kubeconfig,
+			"--authorization-kubeconfig=" + c.Kubeconfig,
+			"--leader-elect=false",
+			"--secure-port=0",
+		}, false))
+	}
+	for _, p := range c.controllers {
 		if err := p.start(); err != nil {
 			return err
 		}
-		c.controllers = append(c.controllers, p)
 	}
 	return poll(ctx, time.Minute, func() (bool, error) {
 		for _, p := range c.controllers {
 			if p.pid() == 0 {
 				return false, fmt.Errorf("%s exited (log: %s)", p.name, p.logPath)
 			}
+		}
+		if !c.opts.Pods {
+			return true, nil
 		}
 		_, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err == nil, nil
