@@ -70,7 +70,7 @@ ExecStart=%s $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
 // that cannot pass in the harness, each with the reason; docs/development.md
 // lists them with kubeadm's exact messages.
 var KubeadmIgnoredPreflightErrors = map[string]string{
-	// These machines mount cgroup v1. kubeadm 1.36's system verification
+	// These machines mount cgroup v1. kubeadm 1.37's system verification
 	// fails on it, and says to set the kubelet's failCgroupV1: false (the
 	// kubelet-config ConfigMap does) and to skip this check.
 	"SystemVerification": "cgroup v1: kubeadm says to set failCgroupV1: false and skip this check",
