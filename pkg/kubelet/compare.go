@@ -18,7 +18,12 @@ import (
 //
 // Configz shows flags merged over the config files, with defaults filled in,
 // so only fields present in want are compared, and kind and apiVersion never
-// are (configz has them only from 1.36). A null in want is skipped. A field
+// are (configz has them only from 1.36). A null in want is skipped, and so is
+// a zero number, an empty string or a zero duration ("0s"): the kubelet's
+// defaulting takes a zero in its non-pointer fields for unset and fills in
+// the default, so kubeadm's config.yaml, which writes every duration it
+// leaves to the kubelet as 0s, runs with "2m0s" where it says "0s". False
+// is compared: the kubelet's booleans are pointers, kept as given. A field
 // configz omits matches a zero value (0, "", false, [], {}), as configz omits
 // empty fields. Numbers compare numerically; strings compare as durations when
 // both parse as one ("1m0s" equals "60s"), else as resource quantities when
@@ -60,7 +65,7 @@ func compareMap(path string, want, got map[string]any, out *[]string) {
 
 func compareValue(path string, want, got any, out *[]string) {
 	switch {
-	case want == nil:
+	case want == nil, isUnset(want):
 		return
 	case got == nil:
 		if !isZero(want) {
@@ -139,6 +144,23 @@ func equalValue(want, got any) bool {
 	case bool:
 		g, ok := got.(bool)
 		return ok && w == g
+	}
+	return false
+}
+
+// isUnset reports whether a field's wanted value is one the kubelet's
+// defaulting replaces: 0, "" or a zero duration.
+func isUnset(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		r, ok := new(big.Rat).SetString(v.String())
+		return ok && r.Sign() == 0
+	case string:
+		if v == "" {
+			return true
+		}
+		d, err := time.ParseDuration(v)
+		return err == nil && d == 0
 	}
 	return false
 }

@@ -40,6 +40,15 @@ func TestCompareConfig(t *testing.T) {
 		"omitted zero values match": {
 			want: `{"readOnlyPort":0,"resolvConf":"","failSwapOn":false,"tlsCipherSuites":[],"staticPodURLHeader":{}}`,
 		},
+		// kubeadm writes every duration it leaves to the kubelet as 0s
+		// and logging.flushFrequency as 0; the kubelet defaults them.
+		"zero scalars are unset: the kubelet defaults them": {
+			want: `{"syncFrequency":"0s","maxPods":0,"cgroupDriver":"","authentication":{"webhook":{"cacheTTL":"0s","enabled":true}}}`,
+		},
+		"false is not unset": {
+			want: `{"authentication":{"webhook":{"enabled":false}}}`,
+			diff: []string{"authentication.webhook.enabled is true, want false"},
+		},
 		"null is skipped": {
 			want: `{"featureGates":null,"maxPods":null}`,
 		},
