@@ -269,7 +269,7 @@ func waitAgentPods(t *testing.T, c *framework.Cluster, timeout time.Duration, co
 			states = append(states, p.Name+"@"+p.Spec.NodeName+":"+string(p.Status.Phase))
 		}
 		last = strings.Join(states, " ")
-		if len(byNode) != len(c.Nodes) {
+		if len(byNode) != len(c.Nodes)+len(c.KubeadmNodes) {
 			return false
 		}
 		for _, p := range byNode {

@@ -42,6 +42,12 @@ func nodeConfig(t testing.TB, n *framework.Node, edit func(cfg map[string]any)) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return configWith(t, local, edit)
+}
+
+// configWith returns the kubelet config local with edit applied, as YAML.
+func configWith(t testing.TB, local []byte, edit func(cfg map[string]any)) string {
+	t.Helper()
 	var cfg map[string]any
 	if err := yaml.Unmarshal(local, &cfg); err != nil {
 		t.Fatal(err)

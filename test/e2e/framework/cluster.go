@@ -108,6 +108,9 @@ type Cluster struct {
 	apiserver *process
 	etcdURL   string
 	registry  *registry
+	// services forwards the kubernetes Service's ClusterIP in kubeadm
+	// nodes' network namespaces to the apiserver (kubeadm.go).
+	services *forwarder
 	// controllers are kube-controller-manager and kube-scheduler (Pods).
 	controllers []*process
 	// dkcControllers are dkc's controllers (StartController).
@@ -344,7 +347,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	}
 	c.APIServerURL = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 	p := c.pki
-	if err := p.issue("apiserver", "kube-apiserver", nil, []net.IP{net.ParseIP(host), net.ParseIP("127.0.0.1")}, []string{"kubernetes", "kubernetes.default", "localhost"}, true); err != nil {
+	if err := p.issue("apiserver", "kube-apiserver", nil, []net.IP{net.ParseIP(host), net.ParseIP("127.0.0.1"), net.ParseIP(KubernetesServiceIP)}, []string{"kubernetes", "kubernetes.default", "localhost"}, true); err != nil {
 		return err
 	}
 	if err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil, false); err != nil {
@@ -378,7 +381,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(p.dir, "service-account.pub"),
 		"--service-account-signing-key-file=" + p.keyFile("service-account"),
-		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-cluster-ip-range=" + serviceSubnet,
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
@@ -532,6 +535,9 @@ func (c *Cluster) Stop() {
 		}
 		wg.Wait()
 		c.stopPodControllers()
+		if c.services != nil {
+			c.services.stop()
+		}
 		if c.registry != nil {
 			c.registry.stop()
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"os/exec"
@@ -93,6 +94,7 @@ type KubeadmNode struct {
 	JoinLog string
 
 	cluster *Cluster
+	opts    KubeadmNodeOptions
 }
 
 // kubeadmOverlays are the node's directories whose writes go to the node.
@@ -100,12 +102,31 @@ var kubeadmOverlays = []string{"/etc", "/var/lib", "/var/log", "/opt", "/usr/lib
 
 // KubeadmKubeletConfig is the KubeletConfiguration the cluster's kubeadm
 // config gives the kubelet-config ConfigMap: kubeadm's defaults, except
-// what a cgroup v1 machine needs (failCgroupV1: false).
+// what a cgroup v1 machine needs (failCgroupV1: false), and eviction
+// thresholds of 1%: the nodes' files are on the host's disk, whose free
+// space the tests do not control, and the default thresholds (imagefs
+// under 15% free) put a node under DiskPressure on a host that is 86% full,
+// which evicts pods and fails the agent's health gate.
 const KubeadmKubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: systemd
 failCgroupV1: false
+evictionHard:
+  memory.available: 1Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+  nodefs.inodesFree: 1%
+  imagefs.inodesFree: 1%
 `
+
+// serviceSubnet is the cluster's Service CIDR (the apiserver's
+// --service-cluster-ip-range, kubeadm's networking.serviceSubnet).
+const serviceSubnet = "10.0.0.0/24"
+
+// KubernetesServiceIP is the ClusterIP of the default/kubernetes Service,
+// the first address of serviceSubnet: what a pod's KUBERNETES_SERVICE_HOST
+// says. The apiserver's serving certificate names it.
+const KubernetesServiceIP = "10.0.0.1"
 
 // kubeadmToken is the bootstrap token nodes join with.
 func (c *Cluster) kubeadmToken() string { return c.kubeadm.token }
@@ -151,23 +172,11 @@ clusterName: dkc
 kubernetesVersion: %s
 controlPlaneEndpoint: %q
 networking:
-  serviceSubnet: 10.0.0.0/24
----
-%s`, token, host, port, version, host+":"+port, KubeadmKubeletConfig)
-	path := filepath.Join(dir, "kubeadm.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		return err
-	}
+  serviceSubnet: %s
+`, token, host, port, version, host+":"+port, serviceSubnet)
+	c.kubeadm.config = config
 	for _, phase := range [][]string{{"upload-config", "kubeadm"}, {"upload-config", "kubelet"}, {"bootstrap-token", "--skip-token-print"}} {
-		argv := append([]string{c.kubeadmBinary(), "init", "phase"}, phase...)
-		argv = append(argv, "--config="+path, "--kubeconfig="+c.Kubeconfig)
-		// A private /run: kubeadm asks an init system whether
-		// systemd-resolved runs; it finds none, not the host's.
-		cmd := exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-			`mount -n -t tmpfs tmpfs /run && exec "$@"`, "dkc-kubeadm"}, argv...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("kubeadm init phase %s: %w\n%s", strings.Join(phase, " "), err, out)
-		} else if err := os.WriteFile(filepath.Join(dir, "init-phase-"+phase[0]+"-"+strings.TrimPrefix(phase[1], "--")+".log"), out, 0o644); err != nil {
+		if err := c.kubeadmInitPhase(ctx, KubeadmKubeletConfig, phase...); err != nil {
 			return err
 		}
 	}
@@ -186,8 +195,51 @@ networking:
 
 func (c *Cluster) kubeadmBinary() string { return filepath.Join(c.opts.BinDir, "kubeadm") }
 
-// kubeadmState is the cluster's part of kubeadm: the token nodes join with.
-type kubeadmState struct{ token string }
+// kubeadmState is the cluster's part of kubeadm: the token nodes join
+// with, and the InitConfiguration and ClusterConfiguration of the cluster's
+// kubeadm config (kubeadm/kubeadm.yaml, with a KubeletConfiguration).
+type kubeadmState struct{ token, config string }
+
+// kubeadmInitPhase runs `kubeadm init phase PHASE...` against the cluster,
+// with its kubeadm config and kubelet as the KubeletConfiguration, and
+// keeps the output in the kubeadm directory.
+func (c *Cluster) kubeadmInitPhase(ctx context.Context, kubelet string, phase ...string) error {
+	dir := filepath.Join(c.Dir, "kubeadm")
+	path := filepath.Join(dir, "kubeadm.yaml")
+	if err := os.WriteFile(path, []byte(c.kubeadm.config+"---\n"+kubelet), 0o600); err != nil {
+		return err
+	}
+	argv := append([]string{c.kubeadmBinary(), "init", "phase"}, phase...)
+	argv = append(argv, "--config="+path, "--kubeconfig="+c.Kubeconfig)
+	// A private /run: kubeadm asks an init system whether
+	// systemd-resolved runs; it finds none, not the host's.
+	cmd := exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+		`mount -n -t tmpfs tmpfs /run && exec "$@"`, "dkc-kubeadm"}, argv...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubeadm init phase %s: %w\n%s", strings.Join(phase, " "), err, out)
+	}
+	return os.WriteFile(filepath.Join(dir, "init-phase-"+phase[0]+"-"+strings.TrimPrefix(phase[1], "--")+".log"), out, 0o644)
+}
+
+// UploadKubeletConfig uploads kubelet as the cluster's kubelet-config
+// ConfigMap, with kubeadm's own `init phase upload-config kubelet`, as
+// `kubeadm upgrade apply` does with a new version's KubeletConfiguration.
+// kubelet must keep KubeadmKubeletConfig's fields for the harness's nodes
+// to run.
+func (c *Cluster) UploadKubeletConfig(ctx context.Context, kubelet string) error {
+	if c.kubeadm.config == "" {
+		return fmt.Errorf("upload kubelet-config: no kubeadm node joined the cluster yet")
+	}
+	return c.kubeadmInitPhase(ctx, kubelet, "upload-config", "kubelet")
+}
+
+// KubeadmNodeOptions are a kubeadm node's own settings.
+type KubeadmNodeOptions struct {
+	// KubeletBinDir holds the node's kubelet, which kubelet.service runs;
+	// default the cluster's Options.KubeletBinDir.
+	KubeletBinDir string
+}
 
 // StartKubeadmNode boots a node named name under its own systemd, has
 // `kubeadm join` set its kubelet up, and waits until the node is Ready. The
@@ -195,6 +247,14 @@ type kubeadmState struct{ token string }
 // if not nil, is kept (stopped with the cluster) so that its logs can be
 // read.
 func (c *Cluster) StartKubeadmNode(ctx context.Context, name string) (*KubeadmNode, error) {
+	return c.StartKubeadmNodeWith(ctx, name, KubeadmNodeOptions{})
+}
+
+// StartKubeadmNodeWith is StartKubeadmNode with the node's own options.
+func (c *Cluster) StartKubeadmNodeWith(ctx context.Context, name string, opts KubeadmNodeOptions) (*KubeadmNode, error) {
+	if opts.KubeletBinDir == "" {
+		opts.KubeletBinDir = c.opts.KubeletBinDir
+	}
 	if !c.opts.Kubeadm {
 		return nil, fmt.Errorf("start kubeadm node %s: the cluster was started without Options.Kubeadm", name)
 	}
@@ -213,6 +273,7 @@ func (c *Cluster) StartKubeadmNode(ctx context.Context, name string) (*KubeadmNo
 		NetNS:   ns,
 		Dir:     filepath.Join(c.Dir, "kubeadm-nodes", name),
 		cluster: c,
+		opts:    opts,
 	}
 	n.UnitDir = filepath.Join(n.Dir, "systemd", "units")
 	n.JoinLog = filepath.Join(n.Dir, "kubeadm-join.log")
@@ -275,6 +336,19 @@ func (n *KubeadmNode) boot() error {
 	}
 
 	etc := n.upper("/etc")
+	registryHosts := ""
+	if c.opts.Pods {
+		registryHosts = "/etc/containerd/certs.d"
+		if err := writeRegistryHosts(filepath.Join(etc, "containerd", "certs.d"), c.Registry); err != nil {
+			return err
+		}
+		if err := c.routeServices(n.NetNS); err != nil {
+			return err
+		}
+		if err := c.registry.forward(n.NetNS); err != nil {
+			return err
+		}
+	}
 	hosts := fmt.Sprintf("127.0.0.1 localhost\n::1 localhost\n%s %s\n", n.IP, n.Name)
 	files := map[string]string{
 		filepath.Join(etc, "hostname"):    n.Name + "\n",
@@ -286,9 +360,10 @@ func (n *KubeadmNode) boot() error {
 			socket:        "/run/containerd/containerd.sock",
 			opt:           "/var/lib/containerd/opt",
 			cniConfDir:    "/etc/cni/net.d",
+			cri:           criConfig(c.PauseImage(), registryHosts),
 			systemdCgroup: true,
 		}),
-		filepath.Join(etc, "cni", "net.d", "10-dkc.conflist"): bridgeConflist("/var/lib/cni/networks"),
+		filepath.Join(etc, "cni", "net.d", "10-dkc.conflist"): bridgeConflist("/var/lib/cni/networks", true),
 	}
 	for path, body := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -303,7 +378,7 @@ func (n *KubeadmNode) boot() error {
 	if err != nil {
 		return fmt.Errorf("read Debian's containerd.service: %w", err)
 	}
-	kubelet := filepath.Join(c.opts.KubeletBinDir, "kubelet")
+	kubelet := filepath.Join(n.opts.KubeletBinDir, "kubelet")
 	// The node runs no journald: each service's output goes to a file.
 	logTo := func(name string) string {
 		return "[Service]\nStandardOutput=append:/var/log/" + name + ".log\nStandardError=inherit\n"
@@ -345,6 +420,26 @@ func (n *KubeadmNode) boot() error {
 	return nil
 }
 
+// routeServices makes the kubernetes Service's ClusterIP reach the
+// apiserver inside netns, as kube-proxy does on a real node, so that pods
+// reach the apiserver as in-cluster clients do (KUBERNETES_SERVICE_HOST and
+// _PORT, which the kubelet sets from the Service): the address is added to
+// the netns's loopback, and a forwarder of the harness's listens on it and
+// copies each connection to the apiserver. Pods on the node's bridge route
+// to it through the node (the CNI config's gateway).
+func (c *Cluster) routeServices(netns string) error {
+	if err := ipCmd("-n", netns, "addr", "add", KubernetesServiceIP+"/32", "dev", "lo"); err != nil {
+		return err
+	}
+	if c.services == nil {
+		c.services = newForwarder(strings.TrimPrefix(c.APIServerURL, "https://"), c.logf)
+	}
+	if err := c.services.listen(netns, KubernetesServiceIP+":443"); err != nil {
+		return fmt.Errorf("forward the kubernetes Service in netns %s to the apiserver: %w", netns, err)
+	}
+	return nil
+}
+
 // join runs `kubeadm join` inside the node, as an operator would on it
 // once the node booted: after containerd.service is up (Type=notify, so
 // active means its socket serves).
@@ -362,15 +457,6 @@ func (n *KubeadmNode) join(ctx context.Context) error {
 	for check := range KubeadmIgnoredPreflightErrors {
 		ignore = append(ignore, check)
 	}
-	argv := []string{
-		"nsenter", "-t", strconv.Itoa(n.Systemd.PID), "-m", "-p", "-n", "-u", "-i", "--",
-		"env", "PATH=" + c.opts.KubeletBinDir + ":/usr/sbin:/usr/bin:/sbin:/bin",
-		c.kubeadmBinary(), "join", strings.TrimPrefix(c.APIServerURL, "https://"),
-		"--token=" + c.kubeadmToken(),
-		"--discovery-token-ca-cert-hash=sha256:" + hex.EncodeToString(hash[:]),
-		"--ignore-preflight-errors=" + strings.Join(ignore, ","),
-		"--v=1",
-	}
 	log, err := os.Create(n.JoinLog)
 	if err != nil {
 		return err
@@ -378,12 +464,30 @@ func (n *KubeadmNode) join(ctx context.Context) error {
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
+	err = n.Kubeadm(ctx, log, "join", strings.TrimPrefix(c.APIServerURL, "https://"),
+		"--token="+c.kubeadmToken(),
+		"--discovery-token-ca-cert-hash=sha256:"+hex.EncodeToString(hash[:]),
+		"--ignore-preflight-errors="+strings.Join(ignore, ","),
+		"--v=1")
+	if err != nil {
 		return fmt.Errorf("kubeadm join: %w (output: %s)\n%s", err, n.JoinLog, tail(n.JoinLog, 30))
 	}
 	return nil
+}
+
+// Kubeadm runs the cluster's kubeadm with args inside the node (its mount,
+// PID, network, UTS and IPC namespaces), as an operator runs it on the
+// node, writing its output to out.
+func (n *KubeadmNode) Kubeadm(ctx context.Context, out io.Writer, args ...string) error {
+	c := n.cluster
+	argv := append([]string{
+		"nsenter", "-t", strconv.Itoa(n.Systemd.PID), "-m", "-p", "-n", "-u", "-i", "--",
+		"env", "PATH=" + n.opts.KubeletBinDir + ":/usr/sbin:/usr/bin:/sbin:/bin",
+		c.kubeadmBinary(),
+	}, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = out, out
+	return cmd.Run()
 }
 
 // Path is path inside the node, seen from the host.

@@ -107,7 +107,7 @@ func (c *Cluster) addNode(i int) (*Node, error) {
 		if err := n.setUpPods(); err != nil {
 			return nil, err
 		}
-		if err := n.writeRegistryHosts(c.Registry); err != nil {
+		if err := writeRegistryHosts(n.registryHostsDir(), c.Registry); err != nil {
 			return nil, err
 		}
 		if err := c.registry.forward(ns); err != nil {
@@ -146,7 +146,7 @@ func (n *Node) writeContainerdConfig() error {
 	if err := os.WriteFile(filepath.Join(d, "containerd.toml"), []byte(toml), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(d, "cni", "net.d", "10-dkc.conflist"), []byte(bridgeConflist(filepath.Join(d, "cni", "ipam"))), 0o644)
+	return os.WriteFile(filepath.Join(d, "cni", "net.d", "10-dkc.conflist"), []byte(bridgeConflist(filepath.Join(d, "cni", "ipam"), false)), 0o644)
 }
 
 // containerdPaths place a node's containerd.
@@ -194,11 +194,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 %s`, p.root, p.state, p.socket, p.socket+".ttrpc", p.opt, p.cri, p.cniConfDir, runc)
 }
 
-// bridgeConflist is a bridge network config, only so that the runtime
-// reports its network ready; no test runs pods on it, so it is never set
-// up.
-func bridgeConflist(ipamDir string) string {
-	return fmt.Sprintf(`{"cniVersion":"0.4.0","name":"dkc","plugins":[{"type":"bridge","bridge":"cni0","isGateway":false,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]],"dataDir":%q}}]}`, ipamDir)
+// bridgeConflist is a bridge network config (Debian's CNI plugins): pods get
+// an address of 198.18.0.0/24 on the node's bridge cni0. With gateway, the
+// bridge is their default route into the node's network namespace, where
+// the node's own addresses (a kubeadm node's Service ClusterIP) answer;
+// without, a pod reaches nothing, and the config serves only for the
+// runtime to report its network ready, as on the process nodes, which run
+// hostNetwork pods only. Pods on different nodes do not reach each other.
+func bridgeConflist(ipamDir string, gateway bool) string {
+	return fmt.Sprintf(`{"cniVersion":"0.4.0","name":"dkc","plugins":[{"type":"bridge","bridge":"cni0","isDefaultGateway":%t,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":"198.18.0.0/24"}]],"dataDir":%q}}]}`, gateway, ipamDir)
 }
 
 // DefaultKubeletConfig is the config the harness gives the node at setup.

@@ -42,9 +42,11 @@ import (
 // waits until the controller manager published kube-root-ca.crt. For
 // Kubeadm the controller manager also runs what kubeadm's control plane
 // runs for joining nodes: the bootstrap signer (it signs cluster-info for
-// token discovery), the token cleaner, and the CSR approver and signer
-// (they issue a joining kubelet's client certificate, from the cluster's
-// CA).
+// token discovery), the token cleaner, the CSR approver and signer (they
+// issue a joining kubelet's client certificate, from the cluster's CA), and
+// the node lifecycle controller, which removes the not-ready taint that a
+// kubelet registers its Node with once the node is Ready, and taints a node
+// whose kubelet stops reporting.
 func (c *Cluster) startPodControllers(ctx context.Context) error {
 	c.hostCgroups = cgroupParents()
 	var controllers []string
@@ -52,7 +54,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller")
 	}
 	if c.opts.Kubeadm {
-		controllers = append(controllers, "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
+		controllers = append(controllers, "node-lifecycle-controller", "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
 	}
 	argv := []string{
 		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
@@ -262,30 +264,41 @@ func BuildImage(ctx context.Context, root, dir, kind string, extra ...string) (s
 	return archive, nil
 }
 
-// criContainerdConfig is the CRI section of the node's containerd config:
-// the sandbox image is the cluster's PauseImage; with Pods, images are
-// pulled through the hosts.toml files under registryHostsDir; and no
-// container's oom_score_adj goes below containerd's own, because the
-// harness may lack CAP_SYS_RESOURCE (runc then fails with "failed to update
-// /proc/self/oom_score_adj: Permission denied" for a node-critical pod).
+// criContainerdConfig is the CRI section of the node's containerd config
+// (criConfig), with the node's registry hosts for Pods.
 func (n *Node) criContainerdConfig() string {
-	s := fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n  restrict_oom_score_adj = true\n", n.cluster.PauseImage())
+	hosts := ""
 	if n.cluster.opts.Pods {
-		s += fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = %q\n", n.registryHostsDir())
+		hosts = n.registryHostsDir()
+	}
+	return criConfig(n.cluster.PauseImage(), hosts)
+}
+
+// criConfig is the CRI section of a node's containerd config: the sandbox
+// image is pause; when hostsDir is set, images are pulled through the
+// hosts.toml files under it (containerd's config_path); and no container's
+// oom_score_adj goes below containerd's own, because the harness may lack
+// CAP_SYS_RESOURCE (runc then fails with "failed to update
+// /proc/self/oom_score_adj: Permission denied" for a node-critical pod).
+func criConfig(pause, hostsDir string) string {
+	s := fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = %q\n  restrict_oom_score_adj = true\n", pause)
+	if hostsDir != "" {
+		s += fmt.Sprintf("\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = %q\n", hostsDir)
 	}
 	return s
 }
 
 // DeployDKC installs deploy/ (the agent's DaemonSet, the controller's
 // Deployment and what they need) as an operator would, with
-// `kubectl apply --server-side -k`, from overlay (test/deploy) under a
-// kustomization of the cluster's own that sets
+// `kubectl apply --server-side -k`, from overlay (deploy/ itself, or
+// test/deploy) under a kustomization of the cluster's own that sets
 //   - the images, through kustomize's images: (the newName and newTag of
-//     each of refs, such as registry.example/kubectl-dkc-agent:TAG);
-//   - KUBERNETES_SERVICE_HOST and _PORT to the apiserver's address, in the
-//     agent and the controller: the cluster runs no kube-proxy, so the
-//     kubernetes Service's ClusterIP does not route, and the address
-//     differs from cluster to cluster.
+//     each of refs, such as registry.example/kubectl-dkc-agent:TAG), as
+//     docs/install.md tells operators to;
+//   - on a cluster with process nodes only, KUBERNETES_SERVICE_HOST and
+//     _PORT to the apiserver's address, in the agent and the controller:
+//     those nodes have no route for the kubernetes Service's ClusterIP,
+//     where kubeadm nodes have one (routeServices).
 //
 // It returns the kustomization's directory.
 func (c *Cluster) DeployDKC(ctx context.Context, overlay string, refs ...string) (string, error) {
@@ -313,6 +326,16 @@ func (c *Cluster) DeployDKC(ctx context.Context, overlay string, refs ...string)
 			name, tag = ref[:i], ref[i+1:]
 		}
 		fmt.Fprintf(&images, "- name: registry.example/%s\n  newName: %s\n  newTag: %q\n", path.Base(name), name, tag)
+	}
+	if len(c.Nodes) == 0 {
+		k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployDKC).
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+%s`, rel, images.String())
+		return dir, c.applyKustomization(ctx, dir, k)
 	}
 	env := fmt.Sprintf(`            env:
             - name: KUBERNETES_SERVICE_HOST
@@ -351,18 +374,24 @@ images:
           - name: controller
 %s
 `, rel, images.String(), env, env)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		return "", err
+	return dir, c.applyKustomization(ctx, dir, k)
+}
+
+// applyKustomization writes kustomization to dir and applies it with
+// `kubectl apply --server-side -k`.
+func (c *Cluster) applyKustomization(ctx context.Context, dir, kustomization string) error {
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		return err
 	}
 	kubectl, err := Kubectl()
 	if err != nil {
-		return "", err
+		return err
 	}
 	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-k", dir).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("kubectl apply -k %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("kubectl apply -k %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
 	}
-	return dir, nil
+	return nil
 }
 
 // ImageName is the name of the image in an OCI image archive that

@@ -4,20 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The registry of a cluster with Pods: distribution's registry
@@ -52,11 +47,8 @@ func DefaultRegistryBinary() string {
 type registry struct {
 	host string // 127.0.0.1:PORT
 	proc *process
-	logf func(string, ...any)
 
-	mu        sync.Mutex
-	listeners []net.Listener
-	conns     sync.WaitGroup
+	fwd *forwarder
 }
 
 // startRegistry starts the registry on a free port of 127.0.0.1, storing
@@ -83,7 +75,7 @@ http:
 	}
 	// OTEL_TRACES_EXPORTER=none: the registry exports no traces.
 	p := c.newProcess("registry", []string{"env", "OTEL_TRACES_EXPORTER=none", c.opts.RegistryBinary, "serve", config}, false)
-	c.registry = &registry{host: host, proc: p, logf: c.logf}
+	c.registry = &registry{host: host, proc: p, fwd: newForwarder(host, c.logf)}
 	if err := p.start(); err != nil {
 		return err
 	}
@@ -105,123 +97,30 @@ http:
 	return nil
 }
 
-// stop closes the forwarders, ends the registry by its PID, and waits
-// until every forwarded connection is closed.
+// stop closes the registry's forwarders and ends the registry by its PID.
 func (r *registry) stop() {
-	r.mu.Lock()
-	for _, l := range r.listeners {
-		_ = l.Close()
-	}
-	r.listeners = nil
-	r.mu.Unlock()
+	r.fwd.stop()
 	_ = r.proc.stop(10 * time.Second)
-	r.conns.Wait()
 }
 
-// forward listens on the registry's address inside netns and copies every
-// connection to the registry on the host's loopback, until stop.
+// forward listens on the registry's address inside netns and forwards
+// every connection to the registry on the host's loopback.
 func (r *registry) forward(netns string) error {
-	l, err := listenInNetNS(netns, r.host)
-	if err != nil {
+	if err := r.fwd.listen(netns, r.host); err != nil {
 		return fmt.Errorf("forward %s in netns %s to the registry: %w", r.host, netns, err)
 	}
-	r.mu.Lock()
-	r.listeners = append(r.listeners, l)
-	r.mu.Unlock()
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return // closed by stop
-			}
-			r.conns.Add(1)
-			go func() {
-				defer r.conns.Done()
-				r.proxy(in)
-			}()
-		}
-	}()
 	return nil
 }
-
-// proxy copies in to a new connection to the registry and back, each
-// direction until its EOF.
-func (r *registry) proxy(in net.Conn) {
-	defer in.Close()
-	out, err := net.DialTimeout("tcp", r.host, 10*time.Second)
-	if err != nil {
-		r.logf("registry forwarder: %v", err)
-		return
-	}
-	defer out.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(out, in)
-		_ = out.(*net.TCPConn).CloseWrite()
-	}()
-	_, _ = io.Copy(in, out)
-	_ = in.(*net.TCPConn).CloseWrite()
-	<-done
-}
-
-// listenInNetNS opens a TCP listener on addr inside the named network
-// namespace (/run/netns/NAME). The socket stays in that namespace; only
-// the thread that creates it enters the namespace, and leaves it again.
-func listenInNetNS(netns, addr string) (net.Listener, error) {
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// A thread that cannot return to the host's namespace stays
-		// locked, so Go ends it with this goroutine.
-		runtime.LockOSThread()
-		host, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer host.Close()
-		target, err := os.Open(filepath.Join("/run/netns", netns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer target.Close()
-		if err := setns(target); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("setns %s: %w", netns, err)}
-			return
-		}
-		l, lerr := net.Listen("tcp", addr)
-		if err := setns(host); err != nil {
-			if l != nil {
-				l.Close()
-			}
-			ch <- result{err: fmt.Errorf("setns back to the host's netns: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{l, lerr}
-	}()
-	r := <-ch
-	return r.l, r.err
-}
-
-func setns(f *os.File) error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }
 
 // registryHostsDir is node n's containerd config_path: one directory per
 // registry host, holding its hosts.toml.
 func (n *Node) registryHostsDir() string { return filepath.Join(n.Dir, "containerd", "certs.d") }
 
-// writeRegistryHosts writes the hosts.toml by which n's containerd pulls
-// from the cluster's registry: plain HTTP, on the node's loopback.
-func (n *Node) writeRegistryHosts(host string) error {
-	dir := filepath.Join(n.registryHostsDir(), host)
+// writeRegistryHosts writes, under certsDir (a containerd config_path),
+// the hosts.toml by which that containerd pulls from the registry at host:
+// plain HTTP, on the node's loopback.
+func writeRegistryHosts(certsDir, host string) error {
+	dir := filepath.Join(certsDir, host)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
