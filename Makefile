@@ -44,6 +44,10 @@ RELEASE_DIR     := _output/release
 # Which agent `make cluster-up` runs: process (one per node, started by the
 # script) or daemonset (deploy/ with test/deploy, from `make image`).
 AGENT ?= process
+# Which nodes `make cluster-up` starts: process (kubelets as processes of
+# the harness) or kubeadm (kubeadm-joined nodes, each under its own systemd,
+# with deploy/ applied unmodified but for the images; implies daemonset).
+NODE_KIND ?= process
 # Which benchmarks `make bench` runs: a go test -bench regexp.
 BENCH ?= .
 # How long `make fuzz` runs each fuzz target (their seed corpora in
@@ -135,8 +139,8 @@ test: fmt-check vet unit e2e ## Everything CI runs
 
 .PHONY: cluster-up
 cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
-cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT)),components-registry image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods)
-	AGENT=$(AGENT) hack/local-cluster.sh up $(NODES)
+cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT))$(filter kubeadm,$(NODE_KIND)),components-registry image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods; NODE_KIND=kubeadm: kubeadm-joined nodes under systemd, deploy/ unmodified)
+	AGENT=$(AGENT) NODE_KIND=$(NODE_KIND) hack/local-cluster.sh up $(NODES)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster and remove everything it made

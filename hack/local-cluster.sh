@@ -12,7 +12,11 @@
 # controller run in pods instead, as deploy/'s DaemonSet and Deployment
 # through the test overlay test/deploy, from the images `make image` wrote
 # to _output/image, pushed to the cluster's registry on 127.0.0.1 and pulled
-# from there by each node's containerd.
+# from there by each node's containerd. With NODE_KIND=kubeadm the nodes are
+# what an operator runs: each boots its own systemd, which runs
+# containerd.service and the kubelet.service that `kubeadm join` set up; the
+# agents and the controller then run as deploy/'s DaemonSet and Deployment,
+# applied unmodified but for the images (AGENT=daemonset is implied).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +36,16 @@ running() {
   pid=$(cat "$pidfile")
   kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q dkc-cluster
 }
+
+node_kind=${NODE_KIND:-process}
+case $node_kind in
+process) ;;
+kubeadm) AGENT=daemonset ;;
+*)
+  echo "error: NODE_KIND must be process or kubeadm, got $node_kind" >&2
+  exit 2
+  ;;
+esac
 
 case ${1:-} in
 up)
@@ -59,7 +73,9 @@ up)
       echo "error: AGENT=daemonset needs the agent and controller images: run make image" >&2
       exit 1
     fi
-    agent_args=(--agent-daemonset --agent-overlay "$root/test/deploy" --agent-images "$root/_output/image" --root "$root")
+    overlay=$root/test/deploy
+    [[ $node_kind == kubeadm ]] && overlay=$root/deploy
+    agent_args=(--agent-daemonset --agent-overlay "$overlay" --agent-images "$root/_output/image" --root "$root" --node-kind "$node_kind")
   fi
   nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
     --agent-rbac "$root/deploy/rbac.yaml" --crds "$root/deploy/crds.yaml" \
@@ -81,7 +97,7 @@ up)
     echo "error: the cluster was not ready within 120s; see $dir/cluster.log" >&2
     exit 1
   fi
-  grep -E 'Ready|ready after|agent pid|agent pod|controller pid|controller pod' "$dir/cluster.log" || true
+  grep -E 'Ready|ready after|agent pid|agent pod|controller pid|controller pod|kubeadm node' "$dir/cluster.log" || true
   if [[ ${AGENT:-process} == daemonset ]]; then
     echo "agents run in pods: kubectl get pods -n kube-system -o wide; kubectl dkc status"
   fi

@@ -15,12 +15,12 @@ import (
 )
 
 // deployDaemonSet runs the agent and the controller as deploy/'s DaemonSet
-// and Deployment, through the test overlay: it pushes make image's archives
+// and Deployment, through overlay (deploy/ itself on kubeadm nodes, the
+// test overlay on process nodes): it pushes make image's archives
 // (imagesDir) to the cluster's registry with hack/image's push (root is the
 // repository), applies the overlay with kubectl apply -k, and waits until
-// every node runs a Ready agent pod and a controller pod is Ready on each
-// of up to two nodes (the test overlay runs them on the node's network, one
-// per node). The nodes pull the images from the registry.
+// every node runs a Ready agent pod and two controller pods are Ready (one
+// with a single node). The nodes pull the images from the registry.
 func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir, overlay string, logf func(string, ...any)) error {
 	var archives []string
 	for _, kind := range []string{"agent", "controller", "pause"} {
@@ -46,7 +46,7 @@ func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir,
 	for _, w := range []struct {
 		name string
 		want int
-	}{{"dkc-agent", len(c.Nodes)}, {"dkc-controller", min(2, len(c.Nodes))}} {
+	}{{"dkc-agent", len(c.Nodes) + len(c.KubeadmNodes)}, {"dkc-controller", min(2, len(c.Nodes)+len(c.KubeadmNodes))}} {
 		for {
 			list, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + w.name})
 			if ready := readyPods(list.Items); err == nil && len(ready) >= w.want {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,7 +37,15 @@ func run() error {
 	root := flag.String("root", ".", "with --agent-daemonset: the repository, whose hack/image pushes the images to the cluster's registry")
 	crds := flag.String("crds", "deploy/crds.yaml", "dkc's CustomResourceDefinitions, installed first")
 	controllerManifest := flag.String("controller-manifest", "deploy/controller.yaml", "with --agent-binary: the controller's RBAC, applied before the controller process starts")
+	nodeKind := flag.String("node-kind", "process", "process: kubelets as processes of this program; kubeadm: nodes that kubeadm joins, each under its own systemd (needs --agent-daemonset)")
 	flag.Parse()
+	kubeadm := *nodeKind == "kubeadm"
+	if *nodeKind != "process" && !kubeadm {
+		return fmt.Errorf("--node-kind must be process or kubeadm, got %q", *nodeKind)
+	}
+	if kubeadm && !*daemonset {
+		return fmt.Errorf("--node-kind=kubeadm runs the agents as the DaemonSet only: add --agent-daemonset")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -48,7 +57,7 @@ func run() error {
 	logf := func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	c, err := framework.Start(ctx, framework.Options{Nodes: *nodes, Dir: state, Logf: logf, Pods: *daemonset})
+	c, err := framework.Start(ctx, framework.Options{Nodes: *nodes, Dir: state, Logf: logf, Pods: *daemonset, Kubeadm: kubeadm, ControlPlaneOnly: kubeadm})
 	if err != nil {
 		return err
 	}
@@ -58,6 +67,15 @@ func run() error {
 		_ = os.Remove(filepath.Join(*dir, "ready"))
 		logf("stopped")
 	}()
+	if kubeadm {
+		for i := 1; i <= *nodes; i++ {
+			n, err := c.StartKubeadmNode(ctx, fmt.Sprintf("dkc-node-%d", i))
+			if err != nil {
+				return err
+			}
+			logf("node %s: ip %s, kubeadm node under systemd (PID %d on the host); its logs: %s", n.Name, n.IP, n.Systemd.PID, strings.Join(n.Logs(), ", "))
+		}
+	}
 	kubeconfig := filepath.Join(*dir, "kubeconfig")
 	b, err := os.ReadFile(c.Kubeconfig)
 	if err != nil {
