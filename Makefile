@@ -148,7 +148,8 @@ cluster-down: ## Stop the local cluster and remove everything it made
 
 .PHONY: demo
 demo: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
-demo: test-deps components build ## The seed workflow, end to end, on a local cluster
+demo: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
+demo: test-deps components components-registry build image ## The seed workflow, end to end, on a local cluster of kubeadm nodes running deploy/
 	hack/demo.sh
 
 .PHONY: image

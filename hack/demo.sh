@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # make demo: the seed workflow end to end on a local cluster of real
-# components (etcd, kube-apiserver, kubelets on containerd, one dkc agent per
-# node). Prints every command and its output, then tears the cluster down.
+# components in the production shape: etcd and kube-apiserver, three nodes
+# that kubeadm joins, each under its own systemd with containerd.service and
+# kubelet.service, and dkc from deploy/ (the agent's DaemonSet, the
+# controller's Deployment), its images pulled from a local registry. Prints
+# every command and its output, then tears the cluster down.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The pinned kubectl (built with the components) first: a machine without
@@ -30,12 +33,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bold "Starting a local control plane and three real kubelets, each with a dkc agent"
-# A short trial, so the demo sees a config become last-known-good. The agents
-# write drop-ins, so that one partial config fits every node in the rollout.
-DKC_AGENT_TRIAL=5s DKC_AGENT_APPLY_MODE=dropin "$root/hack/local-cluster.sh" up 3
+bold "Starting a local control plane and three nodes that kubeadm joins, each under its own systemd"
+# dkc is installed as an operator installs it: deploy/ (the agent as a
+# DaemonSet, the controller as a Deployment), the images pulled from a local
+# registry. The kustomization adds two agent flags: a short trial, so the
+# demo sees a config become last-known-good, and a short health timeout, so
+# a rollback comes within 30s.
+NODE_KIND=kubeadm DKC_AGENT_ARGS="--trial-duration=5s --health-timeout=30s" "$root/hack/local-cluster.sh" up 3
 export KUBECONFIG=$DKC_CLUSTER_DIR/kubeconfig
 run kubectl get nodes -o wide
+run kubectl -n kube-system get pods -o wide
 
 bold "1. Snapshot the live config of $node (configz through the apiserver proxy)"
 run kubectl dkc snapshot "$node" -o yaml --output-dir "$work"
@@ -45,6 +52,7 @@ bold "2. Edit it: maxPods 110 -> 42"
 sed -i 's/^maxPods: .*/maxPods: 42/' "$work/kubelet_configz_$node"
 run grep maxPods "$work/kubelet_configz_$node"
 run kubectl dkc diff "node/$node" "$work/kubelet_configz_$node"
+cp "$work/kubelet_configz_$node" "$work/good.yaml"
 
 bold "3. Push it as a hash-named ConfigMap (the same name kubectl create configmap --append-hash gives)"
 run kubectl dkc push "$work/kubelet_configz_$node" --name demo-config
@@ -59,7 +67,7 @@ bold "5. Status: active = assigned; the kubelet runs maxPods 42"
 run kubectl dkc status
 run kubectl get node "$node" -o jsonpath='{.status.capacity.pods}{"\n"}'
 
-bold "After its trial (5s here, 10m by default) the config becomes last-known-good"
+bold "After its trial (5s here, 10m in deploy/) the config becomes last-known-good"
 for _ in $(seq 1 60); do
   lkg=$(kubectl dkc status "$node" -o jsonpath='{.items[0].status.lastKnownGood.configMap.name}')
   [[ $lkg == "$name" ]] && break
@@ -89,7 +97,8 @@ run kubectl dkc status
 run kubectl get node "$node" -o jsonpath='{.status.capacity.pods}{"\n"}'
 
 bold "7. Roll a config out over every node: a canary first, then one node at a time, driven by the controller"
-printf 'kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 55\n' >"$work/fleet.yaml"
+# kubeadm gave every node the same config, so $node's snapshot fits them all.
+sed 's/^maxPods: .*/maxPods: 55/' "$work/good.yaml" >"$work/fleet.yaml"
 fleet=$(kubectl dkc push "$work/fleet.yaml" --name demo-fleet -o name)
 fleet=${fleet#configmap/}
 run kubectl dkc rollout start --config "$fleet" --all --dry-run=client

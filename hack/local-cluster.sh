@@ -17,6 +17,9 @@
 # containerd.service and the kubelet.service that `kubeadm join` set up; the
 # agents and the controller then run as deploy/'s DaemonSet and Deployment,
 # applied unmodified but for the images (AGENT=daemonset is implied).
+# With AGENT=daemonset, $DKC_AGENT_ARGS are flags added to the DaemonSet's
+# agent args, as an operator's kustomization would add them (for example
+# --trial-duration=5s; the last of a repeated flag wins).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -75,7 +78,7 @@ up)
     fi
     overlay=$root/test/deploy
     [[ $node_kind == kubeadm ]] && overlay=$root/deploy
-    agent_args=(--agent-daemonset --agent-overlay "$overlay" --agent-images "$root/_output/image" --root "$root" --node-kind "$node_kind")
+    agent_args=(--agent-daemonset --agent-overlay "$overlay" --agent-images "$root/_output/image" --root "$root" --node-kind "$node_kind" --agent-args "${DKC_AGENT_ARGS:-}")
   fi
   nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
     --agent-rbac "$root/deploy/rbac.yaml" --crds "$root/deploy/crds.yaml" \

@@ -37,6 +37,7 @@ func run() error {
 	root := flag.String("root", ".", "with --agent-daemonset: the repository, whose hack/image pushes the images to the cluster's registry")
 	crds := flag.String("crds", "deploy/crds.yaml", "dkc's CustomResourceDefinitions, installed first")
 	controllerManifest := flag.String("controller-manifest", "deploy/controller.yaml", "with --agent-binary: the controller's RBAC, applied before the controller process starts")
+	agentArgs := flag.String("agent-args", "", "with --agent-daemonset: flags added to the DaemonSet's agent args, space-separated, as an operator's kustomization would add them (the last of a repeated flag wins)")
 	nodeKind := flag.String("node-kind", "process", "process: kubelets as processes of this program; kubeadm: nodes that kubeadm joins, each under its own systemd (needs --agent-daemonset)")
 	flag.Parse()
 	kubeadm := *nodeKind == "kubeadm"
@@ -91,7 +92,7 @@ func run() error {
 		return err
 	}
 	if *daemonset {
-		if err := deployDaemonSet(ctx, c, *root, *images, *overlay, logf); err != nil {
+		if err := deployDaemonSet(ctx, c, *root, *images, *overlay, strings.Fields(*agentArgs), logf); err != nil {
 			return err
 		}
 	} else if *agentBinary != "" {

@@ -79,7 +79,7 @@ func TestDaemonSet(t *testing.T) {
 	})
 
 	began = time.Now()
-	if _, err := c.DeployDKC(ctx, filepath.Join(root, "test", "deploy"), refs...); err != nil {
+	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join(root, "test", "deploy"), Images: refs}); err != nil {
 		t.Fatal(err)
 	}
 	pods := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool { return agentContainerReady(p) })

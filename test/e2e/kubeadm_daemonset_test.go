@@ -89,7 +89,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		}
 	}
 
-	dir, err := c.DeployDKC(ctx, filepath.Join(root, "deploy"), refs[:2]...)
+	dir, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join(root, "deploy"), Images: refs[:2]})
 	if err != nil {
 		t.Fatal(err)
 	}

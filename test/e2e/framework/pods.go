@@ -288,27 +288,37 @@ func criConfig(pause, hostsDir string) string {
 	return s
 }
 
+// Deploy says what DeployDKC installs.
+type Deploy struct {
+	// Overlay is the kustomization applied: deploy/ itself, or
+	// test/deploy.
+	Overlay string
+	// Images are the references the images were pushed as, such as
+	// REGISTRY/kubectl-dkc-agent:TAG; each replaces registry.example/NAME.
+	Images []string
+	// AgentArgs are flags added after the DaemonSet's own agent args (the
+	// last of a repeated flag wins), as an operator's kustomization would
+	// add them with a patch.
+	AgentArgs []string
+}
+
 // DeployDKC installs deploy/ (the agent's DaemonSet, the controller's
 // Deployment and what they need) as an operator would, with
-// `kubectl apply --server-side -k`, from overlay (deploy/ itself, or
-// test/deploy) under a kustomization of the cluster's own that sets
+// `kubectl apply --server-side -k`, from d.Overlay under a kustomization of
+// the cluster's own that sets
 //   - the images, through kustomize's images: (the newName and newTag of
-//     each of refs, such as registry.example/kubectl-dkc-agent:TAG), as
-//     docs/install.md tells operators to;
-//   - on a cluster with process nodes only, KUBERNETES_SERVICE_HOST and
-//     _PORT to the apiserver's address, in the agent and the controller:
-//     those nodes have no route for the kubernetes Service's ClusterIP,
-//     where kubeadm nodes have one (routeServices).
+//     each of d.Images), as docs/install.md tells operators to;
+//   - d.AgentArgs, if any, appended to the agent's args with a JSON patch;
+//   - on a cluster with process nodes, KUBERNETES_SERVICE_HOST and _PORT
+//     to the apiserver's address, in the agent and the controller: those
+//     nodes have no route for the kubernetes Service's ClusterIP, where
+//     kubeadm nodes have one (routeServices).
 //
 // It returns the kustomization's directory.
-func (c *Cluster) DeployDKC(ctx context.Context, overlay string, refs ...string) (string, error) {
-	abs, err := filepath.Abs(overlay)
+func (c *Cluster) DeployDKC(ctx context.Context, d Deploy) (string, error) {
+	abs, err := filepath.Abs(d.Overlay)
 	if err != nil {
 		return "", err
-	}
-	u, err := url.Parse(c.APIServerURL)
-	if err != nil {
-		return "", fmt.Errorf("apiserver URL %q: %w", c.APIServerURL, err)
 	}
 	dir := filepath.Join(c.Dir, "deploy-dkc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -319,61 +329,50 @@ func (c *Cluster) DeployDKC(ctx context.Context, overlay string, refs ...string)
 	if err != nil {
 		return "", err
 	}
-	var images strings.Builder
-	for _, ref := range refs {
+	k := fmt.Sprintf("# Written by the e2e harness (framework.DeployDKC).\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\nimages:\n", rel)
+	for _, ref := range d.Images {
 		name, tag := ref, "latest"
 		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
 			name, tag = ref[:i], ref[i+1:]
 		}
-		fmt.Fprintf(&images, "- name: registry.example/%s\n  newName: %s\n  newTag: %q\n", path.Base(name), name, tag)
+		k += fmt.Sprintf("- name: registry.example/%s\n  newName: %s\n  newTag: %q\n", path.Base(name), name, tag)
 	}
-	if len(c.Nodes) == 0 {
-		k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployDKC).
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-images:
-%s`, rel, images.String())
-		return dir, c.applyKustomization(ctx, dir, k)
+	var patches []string
+	if len(d.AgentArgs) > 0 {
+		p := "- target: {kind: DaemonSet, name: dkc-agent}\n  patch: |-\n"
+		for _, arg := range d.AgentArgs {
+			p += fmt.Sprintf("    - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", arg)
+		}
+		patches = append(patches, p)
 	}
-	env := fmt.Sprintf(`            env:
+	if len(c.Nodes) > 0 {
+		u, err := url.Parse(c.APIServerURL)
+		if err != nil {
+			return "", fmt.Errorf("apiserver URL %q: %w", c.APIServerURL, err)
+		}
+		for _, w := range []struct{ kind, name, container string }{{"DaemonSet", "dkc-agent", "agent"}, {"Deployment", "dkc-controller", "controller"}} {
+			patches = append(patches, fmt.Sprintf(`- patch: |-
+    apiVersion: apps/v1
+    kind: %s
+    metadata:
+      name: %s
+      namespace: kube-system
+    spec:
+      template:
+        spec:
+          containers:
+          - name: %s
+            env:
             - name: KUBERNETES_SERVICE_HOST
               value: %q
             - name: KUBERNETES_SERVICE_PORT
-              value: %q`, u.Hostname(), u.Port())
-	k := fmt.Sprintf(`# Written by the e2e harness (framework.DeployDKC).
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-images:
-%spatches:
-- patch: |-
-    apiVersion: apps/v1
-    kind: DaemonSet
-    metadata:
-      name: dkc-agent
-      namespace: kube-system
-    spec:
-      template:
-        spec:
-          containers:
-          - name: agent
-%s
-- patch: |-
-    apiVersion: apps/v1
-    kind: Deployment
-    metadata:
-      name: dkc-controller
-      namespace: kube-system
-    spec:
-      template:
-        spec:
-          containers:
-          - name: controller
-%s
-`, rel, images.String(), env, env)
+              value: %q
+`, w.kind, w.name, w.container, u.Hostname(), u.Port()))
+		}
+	}
+	if len(patches) > 0 {
+		k += "patches:\n" + strings.Join(patches, "")
+	}
 	return dir, c.applyKustomization(ctx, dir, k)
 }
 
