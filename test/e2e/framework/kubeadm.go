@@ -28,7 +28,8 @@ import (
 // bootstrap kubeconfig, and restarts kubelet.service; the kubelet's TLS
 // bootstrap writes /etc/kubernetes/kubelet.conf.
 //
-// The node's /etc, /var/lib, /var/log, /opt and /usr/libexec are overlays
+// The node's /etc, /var/lib, /var/log, /opt, /usr/libexec and /usr/local
+// are overlays
 // whose upper layers live in the node's directory, so that nothing kubeadm,
 // the kubelet or containerd write reaches the host's; /run is a private
 // tmpfs.
@@ -98,7 +99,7 @@ type KubeadmNode struct {
 }
 
 // kubeadmOverlays are the node's directories whose writes go to the node.
-var kubeadmOverlays = []string{"/etc", "/var/lib", "/var/log", "/opt", "/usr/libexec"}
+var kubeadmOverlays = []string{"/etc", "/var/lib", "/var/log", "/opt", "/usr/libexec", "/usr/local"}
 
 // KubeadmKubeletConfig is the KubeletConfiguration the cluster's kubeadm
 // config gives the kubelet-config ConfigMap: kubeadm's defaults, except
@@ -278,6 +279,15 @@ func (c *Cluster) StartKubeadmNodeWith(ctx context.Context, name string, opts Ku
 	n.UnitDir = filepath.Join(n.Dir, "systemd", "units")
 	n.JoinLog = filepath.Join(n.Dir, "kubeadm-join.log")
 	c.KubeadmNodes = append(c.KubeadmNodes, n)
+	if c.opts.Pods {
+		// In the node's network namespace, which outlives a reboot.
+		if err := c.routeServices(ns); err != nil {
+			return n, fmt.Errorf("start kubeadm node %s: %w", name, err)
+		}
+		if err := c.registry.forward(ns); err != nil {
+			return n, fmt.Errorf("start kubeadm node %s: %w", name, err)
+		}
+	}
 	if err := n.boot(); err != nil {
 		return n, fmt.Errorf("start kubeadm node %s: %w", name, err)
 	}
@@ -340,12 +350,6 @@ func (n *KubeadmNode) boot() error {
 	if c.opts.Pods {
 		registryHosts = "/etc/containerd/certs.d"
 		if err := writeRegistryHosts(filepath.Join(etc, "containerd", "certs.d"), c.Registry); err != nil {
-			return err
-		}
-		if err := c.routeServices(n.NetNS); err != nil {
-			return err
-		}
-		if err := c.registry.forward(n.NetNS); err != nil {
 			return err
 		}
 	}
@@ -488,6 +492,55 @@ func (n *KubeadmNode) Kubeadm(ctx context.Context, out io.Writer, args ...string
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd.Run()
+}
+
+// Reboot stops the node's systemd, which ends every process of the node,
+// runs whileDown (if not nil), and boots the node again on the same files,
+// as a machine reboots: what the node wrote under its overlays stays, /run
+// starts empty, and the units that the manager's unit path holds start
+// again. It waits until the kubelet posts a Ready status after the boot.
+func (n *KubeadmNode) Reboot(ctx context.Context, whileDown func() error) error {
+	c := n.cluster
+	n.Systemd.Stop()
+	if whileDown != nil {
+		if err := whileDown(); err != nil {
+			return fmt.Errorf("reboot %s: while it is down: %w", n.Name, err)
+		}
+	}
+	began := time.Now()
+	if err := n.boot(); err != nil {
+		return fmt.Errorf("reboot %s: %w", n.Name, err)
+	}
+	err := poll(ctx, 2*time.Minute, func() (bool, error) {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil || !IsReady(node) {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == "Ready" && cond.LastHeartbeatTime.After(began) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not Ready after its reboot (logs: %s): %w", n.Name, strings.Join(n.Logs(), ", "), err)
+	}
+	c.logf("kubeadm node %s rebooted, Ready %s after", n.Name, time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// DiskPath is where path, a file the node wrote under one of its overlays
+// (/etc, /var/lib, ...), is kept on the host's disk: its overlay's upper
+// layer. It is reachable while the node is down (Reboot's whileDown),
+// where Path is not.
+func (n *KubeadmNode) DiskPath(path string) (string, error) {
+	for _, dir := range kubeadmOverlays {
+		if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.Join(n.upper(dir), rel), nil
+		}
+	}
+	return "", fmt.Errorf("%s is on none of the node's overlays %v", path, kubeadmOverlays)
 }
 
 // Path is path inside the node, seen from the host.
