@@ -90,7 +90,7 @@ func (o *ListOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "No rollouts found in %s namespace.\n", o.Namespace)
 		return nil
 	}
-	return o.Printer.PrintObj(list, o.Out)
+	return util.PrintList(o.Printer, *o.PrintFlags.OutputFormat, list, o.Out)
 }
 
 // rolloutTable makes the table of a RolloutList, a rollout a row.

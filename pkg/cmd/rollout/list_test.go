@@ -49,6 +49,9 @@ func TestListOutput(t *testing.T) {
 		"table, no rollouts":    {wantErrOut: "No rollouts found in kube-system namespace.\n"},
 		"jsonpath":              {rollouts: rollouts, output: "jsonpath={.items[*].metadata.name}", wantOut: "workers-2 r1"},
 		"jsonpath, no rollouts": {output: "jsonpath={.items[*].metadata.name}"},
+		// What kubectl get -o name prints, so that names chain into other
+		// commands.
+		"name": {rollouts: rollouts, output: "name", wantOut: "nodeconfigrollout.kubectl-dkc.io/workers-2\nnodeconfigrollout.kubectl-dkc.io/r1\n"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,10 @@
 package util
 
 import (
+	"io"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -32,4 +36,23 @@ func DryRunSuffix(dryRun string) string {
 		return " (server dry run)"
 	}
 	return ""
+}
+
+// PrintList prints list with p, the printer of -o format. cli-runtime's
+// name printer takes no typed list, so with -o name each item is printed
+// on its own, as kubectl get prints a list: one KIND.GROUP/NAME a line.
+func PrintList(p printers.ResourcePrinter, format string, list runtime.Object, w io.Writer) error {
+	if format != "name" {
+		return p.PrintObj(list, w)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	for _, item := range items {
+		if err := p.PrintObj(item, w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
