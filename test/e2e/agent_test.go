@@ -3,12 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -80,9 +78,7 @@ func TestAgent(t *testing.T) {
 		pid := n.KubeletPID()
 		began := time.Now()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-a")
-		st := waitStatus(t, c, n.Name, time.Minute, "active agent-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "agent-a")
-		})
+		st := eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-a"), NoError())
 		t.Logf("assign to status active: %s", time.Since(began).Round(time.Millisecond))
 		if st.Assigned.ConfigMap.UID == "" || st.Assigned.ConfigMap.ResourceVersion == "" {
 			t.Errorf("status.assigned lacks uid or resourceVersion: %+v", st.Assigned.ConfigMap)
@@ -101,9 +97,7 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("trial promotes to last-known-good", func(t *testing.T) {
-		waitStatus(t, c, n.Name, 30*time.Second, "lastKnownGood agent-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && isCM(st.LastKnownGood, "agent-a") && isCM(st.Active, "agent-a")
-		})
+		eventuallyStatus(t, c, n.Name, 30*time.Second, Active("agent-a"), LKG("agent-a"))
 		wantCondition(t, c, n.Name, "True", "Applied")
 	})
 
@@ -115,9 +109,7 @@ func TestAgent(t *testing.T) {
 		createConfigMap(t, c, "agent-nokind", noKind)
 		pid, starts := n.KubeletPID(), n.KubeletStarts()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-nokind")
-		st := waitStatus(t, c, n.Name, 30*time.Second, "an error", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != "" && isCM(st.Assigned, "agent-nokind")
-		})
+		st := eventuallyStatus(t, c, n.Name, 30*time.Second, Assigned("agent-nokind"), AnyError())
 		const prefix = `failed to load config, see Kubelet log for details: missing "kind"`
 		if !strings.HasPrefix(st.Error, prefix) {
 			t.Errorf("status.error = %q, want prefix %q", st.Error, prefix)
@@ -144,9 +136,7 @@ func TestAgent(t *testing.T) {
 		// The assigner allows the runtime endpoint's class (redirect),
 		// which the agent refuses otherwise.
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-bad", "--allow-unsafe=redirect")
-		st := waitStatus(t, c, n.Name, 90*time.Second, "a rollback", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != "" && isCM(st.Assigned, "agent-bad")
-		})
+		st := eventuallyStatus(t, c, n.Name, 90*time.Second, Assigned("agent-bad"), AnyError())
 		t.Logf("assign to rolled back: %s (health timeout 20s); error: %s", time.Since(began).Round(time.Millisecond), st.Error)
 		if !strings.HasPrefix(st.Error, status.ValidateError+": ") {
 			t.Errorf("status.error = %q, want prefix %q", st.Error, status.ValidateError+": ")
@@ -178,9 +168,7 @@ func TestAgent(t *testing.T) {
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-denied", "-n", "default")
 		const want = `failed to sync: failed to download config, see Kubelet log for details: configmaps "agent-denied" is forbidden: User "` +
 			framework.AgentIdentity + `" cannot list resource "configmaps" in API group "" in the namespace "default"`
-		st := waitStatus(t, c, n.Name, 30*time.Second, "a download error", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && strings.Contains(st.Error, "download")
-		})
+		st := eventuallyStatus(t, c, n.Name, 30*time.Second, ErrorContains("download"))
 		if st.Error != want {
 			t.Errorf("status.error = %q, want %q", st.Error, want)
 		}
@@ -226,9 +214,7 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		const want = "failed to sync: failed to download config, see Kubelet log for details: configmap kube-system/agent-missing not found"
-		st := waitStatus(t, c, n.Name, 30*time.Second, "not found", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && strings.Contains(st.Error, "not found")
-		})
+		st := eventuallyStatus(t, c, n.Name, 30*time.Second, ErrorContains("not found"))
 		if st.Error != want {
 			t.Errorf("status.error = %q, want %q", st.Error, want)
 		}
@@ -245,9 +231,7 @@ func TestAgent(t *testing.T) {
 		began := time.Now()
 		createConfigMap(t, c, "agent-missing", withPods(47, nil))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-missing")
-		waitStatus(t, c, n.Name, time.Minute, "active agent-missing", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "agent-missing")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-missing"), NoError())
 		t.Logf("create ConfigMap to status active: %s", time.Since(began).Round(time.Millisecond))
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(47) {
 			t.Errorf("configz maxPods %v, want 47", got)
@@ -290,9 +274,7 @@ func TestAgent(t *testing.T) {
 		}
 
 		ag = start(t, kubeconfig)
-		waitStatus(t, c, n.Name, time.Minute, "active agent-c", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "agent-c") && isCM(st.LastKnownGood, "agent-c")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-c"), LKG("agent-c"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(44) {
 			t.Errorf("configz maxPods %v, want 44", got)
 		}
@@ -324,9 +306,7 @@ func TestAgent(t *testing.T) {
 		createConfigMap(t, c, "agent-d", withPods(45, nil))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-d")
 		ag = start(t, kubeconfig)
-		waitStatus(t, c, n.Name, time.Minute, "active agent-d", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "agent-d")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-d"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(45) {
 			t.Errorf("configz maxPods %v, want 45", got)
 		}
@@ -355,7 +335,7 @@ func TestAgent(t *testing.T) {
 
 	t.Run("reset restores the local config", func(t *testing.T) {
 		mustDKC(t, c, "", "reset", n.Name)
-		waitStatus(t, c, n.Name, time.Minute, "no status", func(st *corev1.NodeConfigStatus) bool { return st == nil })
+		eventuallyStatus(t, c, n.Name, time.Minute, NoStatus())
 		waitFor(t, 30*time.Second, "configz maxPods 110", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(110) })
 		onDisk, err := os.ReadFile(n.ConfigPath)
 		if err != nil {
@@ -381,15 +361,13 @@ func TestAgent(t *testing.T) {
 
 		createConfigMap(t, c, "agent-e", withPods(46, nil))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-e")
-		waitStatus(t, c, n.Name, time.Minute, "active agent-e", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "agent-e")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-e"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(46) {
 			t.Errorf("configz maxPods %v, want 46", got)
 		}
 
 		mustDKC(t, c, "", "reset", n.Name)
-		waitStatus(t, c, n.Name, time.Minute, "no status", func(st *corev1.NodeConfigStatus) bool { return st == nil })
+		eventuallyStatus(t, c, n.Name, time.Minute, NoStatus())
 		waitFor(t, 30*time.Second, "configz maxPods 111, the operator's edit", func() bool {
 			return configz(t, c, n.Name)["maxPods"] == float64(111)
 		})
@@ -454,41 +432,6 @@ func createConfigMap(t *testing.T, c *framework.Cluster, name, payload string) {
 	}
 	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitStatus polls `kubectl dkc status NODE -o json` until cond holds and
-// the agent's health gate has ended (AGENT is not verifying).
-func waitStatus(t *testing.T, c *framework.Cluster, node string, timeout time.Duration, what string, cond func(*corev1.NodeConfigStatus) bool) *corev1.NodeConfigStatus {
-	t.Helper()
-	var last *corev1.NodeConfigStatus
-	deadline := time.Now().Add(timeout)
-	for {
-		cmd := exec.Command(dkcBinary, "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json")
-		out, err := cmd.Output()
-		// A node's error for its assignment exits 2 after the list.
-		if err == nil || cmd.ProcessState.ExitCode() == status.ExitConfigError {
-			var list status.NodeConfigList
-			if err := json.Unmarshal(out, &list); err != nil {
-				t.Fatalf("kubectl dkc status -o json: %v\n%s", err, out)
-			}
-			if len(list.Items) == 1 {
-				last = list.Items[0].Status
-				// An apply ends with the health gate: a status that
-				// names a config active while the gate still waits for
-				// Ready (AGENT verifying) does not count yet.
-				if cond(last) && list.Items[0].Agent != status.AgentVerifying {
-					b, _ := json.Marshal(last)
-					t.Logf("status of %s: %s", node, b)
-					return last
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			b, _ := json.Marshal(last)
-			t.Fatalf("timed out after %s waiting for %s in the status of %s; last: %s", timeout, what, node, b)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

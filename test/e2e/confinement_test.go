@@ -128,9 +128,7 @@ func TestConfinement(t *testing.T) {
 			t.Fatal(err)
 		}
 		began := time.Now()
-		waitStatus(t, c, a.Name, 2*time.Minute, "confine-42 active", func(s *corev1.NodeConfigStatus) bool {
-			return s != nil && s.Error == "" && isCM(s.Active, "confine-42")
-		})
+		eventuallyStatus(t, c, a.Name, 2*time.Minute, Active("confine-42"), NoError())
 		t.Logf("policy applied to config active: %s (the agent checks every 30s)", time.Since(began).Round(time.Millisecond))
 		if got := configz(t, c, a.Name)["maxPods"]; got != float64(42) {
 			t.Errorf("configz maxPods %v, want 42", got)

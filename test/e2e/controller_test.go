@@ -280,9 +280,7 @@ func TestController(t *testing.T) {
 		ro := rolloutObject(t, c, "ctl-a")
 		checkApplyWindows(t, c, applyWindows(t, ro, names), began)
 		for _, n := range names {
-			waitStatus(t, c, n, 10*time.Second, "active ctl-a", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "ctl-a") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active("ctl-a"), NoError())
 		}
 	})
 
@@ -356,9 +354,7 @@ func TestController(t *testing.T) {
 		}
 		followToDone(t, c, m[1])
 		for _, n := range names {
-			waitStatus(t, c, n, 10*time.Second, "active ctl-b again", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "ctl-b") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active("ctl-b"), NoError())
 		}
 	})
 }
@@ -481,9 +477,7 @@ spec:
 	active := func(config string, nodes ...string) {
 		t.Helper()
 		for _, n := range nodes {
-			waitStatus(t, c, n, 30*time.Second, "active "+config, func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, config) && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 30*time.Second, Active(config), NoError())
 		}
 	}
 

@@ -122,9 +122,7 @@ func TestAgentKill9(t *testing.T) {
 		// Recovered once the health gate has ended: a status that names
 		// the config active while the gate waits (the killed agent may
 		// have published it) does not count, and GC runs after the gate.
-		waitStatus(t, c, n.Name, 90*time.Second, point+": the node to run "+name, func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, name)
-		})
+		eventuallyStatus(t, c, n.Name, 90*time.Second, Active(name), NoError())
 		checkAfterRecovery(t, c, n, name, maxPods, point)
 	}
 	t.Logf("kill -9 campaign: %d kills (%d after the kubelet restart began) in %s", killed, restartedKubelet, time.Since(began).Round(time.Second))

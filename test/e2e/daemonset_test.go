@@ -117,9 +117,7 @@ func TestDaemonSet(t *testing.T) {
 		pid := n.KubeletPID()
 		began := time.Now()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "ds-a")
-		waitStatus(t, c, n.Name, time.Minute, "active ds-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "ds-a")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("ds-a"), NoError())
 		t.Logf("assign to status active, agent in a pod: %s", time.Since(began).Round(time.Millisecond))
 		if n.KubeletPID() == pid {
 			t.Errorf("kubelet PID %d unchanged: the agent did not restart it", pid)
@@ -205,9 +203,7 @@ func TestDaemonSet(t *testing.T) {
 		if after.UID != cur.UID {
 			t.Errorf("pod %s was replaced (uid %s, was %s); want its container restarted", after.Name, after.UID, cur.UID)
 		}
-		waitStatus(t, c, n.Name, time.Minute, "active ds-b", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "ds-b")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("ds-b"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(44) {
 			t.Errorf("configz maxPods %v, want 44", got)
 		}
@@ -237,9 +233,7 @@ func TestDaemonSet(t *testing.T) {
 		if !strings.Contains(r.Stderr, "The controller "+lead+" drives rollout/ds-c") {
 			t.Errorf("start did not name the leading pod %s: %q", lead, r.Stderr)
 		}
-		waitStatus(t, c, n.Name, 2*time.Minute, "active ds-c", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "ds-c")
-		})
+		eventuallyStatus(t, c, n.Name, 2*time.Minute, Active("ds-c"), NoError())
 		followToDone(t, c, "ds-c")
 	})
 }

@@ -68,9 +68,7 @@ func TestFaults(t *testing.T) {
 	t.Run("two agents for one node: the second refuses and says why", func(t *testing.T) {
 		f.createConfig(t, n1, "faults-a", 61, 0)
 		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
-		waitStatus(t, c, n1.Name, time.Minute, "active and last-known-good faults-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-a") && isCM(st.LastKnownGood, "faults-a")
-		})
+		eventuallyStatus(t, c, n1.Name, time.Minute, Active("faults-a"), LKG("faults-a"), NoError())
 		pid, kubeletPID, starts := ag1.PID(), n1.KubeletPID(), n1.KubeletStarts()
 
 		// Other ports, so that only the store's lock can stop it.
@@ -135,9 +133,7 @@ func TestFaults(t *testing.T) {
 		// in its trial, or after faults-a's own 5 s trial when faults-b's
 		// apply outlasted its trial (a restart that met the kubelet's PLEG
 		// wait, about 10 s) and faults-b was promoted first.
-		waitStatus(t, c, n1.Name, time.Minute, "active and last-known-good faults-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Assigned, "faults-a") && isCM(st.Active, "faults-a") && isCM(st.LastKnownGood, "faults-a")
-		})
+		eventuallyStatus(t, c, n1.Name, time.Minute, Assigned("faults-a"), Active("faults-a"), LKG("faults-a"), NoError())
 		f.wantHistorySince(t, n1.Name, mark, []string{"faults-b", "faults-a"})
 		time.Sleep(3 * time.Second) // room for a wrong restart
 		// B, then A again: no rollback, no third restart.
@@ -160,9 +156,7 @@ func TestFaults(t *testing.T) {
 		// The kubelet passed the gate on faults-c, which stays active from
 		// its checkpoint; status says that the assigned ConfigMap is gone.
 		const want = "failed to sync: failed to download config, see Kubelet log for details: configmap kube-system/faults-c not found"
-		st := waitStatus(t, c, n1.Name, time.Minute, "the download error", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != ""
-		})
+		st := eventuallyStatus(t, c, n1.Name, time.Minute, AnyError())
 		if st.Error != want {
 			t.Errorf("status.error = %q, want %q", st.Error, want)
 		}
@@ -178,11 +172,9 @@ func TestFaults(t *testing.T) {
 
 		// Not stuck: the next assignment converges.
 		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
-		waitStatus(t, c, n1.Name, time.Minute, "active and last-known-good faults-a", func(st *corev1.NodeConfigStatus) bool {
-			// wantHealthy copies the store: wait for the trial's end, so
-			// that no promotion or GC runs under the copy.
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-a") && isCM(st.LastKnownGood, "faults-a")
-		})
+		// wantHealthy copies the store: wait for the trial's end, so
+		// that no promotion or GC runs under the copy.
+		eventuallyStatus(t, c, n1.Name, time.Minute, Active("faults-a"), LKG("faults-a"), NoError())
 		f.wantHealthy(t, n1, n1.AgentStoreDir(), "faults-a", "faults-a")
 	})
 
@@ -202,18 +194,14 @@ func TestFaults(t *testing.T) {
 		}
 		f.createConfig(t, n2, "faults-fs-a", 71, 0)
 		mustDKC(t, c, "", "assign", n2.Name, "--config", "faults-fs-a")
-		waitStatus(t, c, n2.Name, time.Minute, "active and last-known-good faults-fs-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-fs-a") && isCM(st.LastKnownGood, "faults-fs-a")
-		})
+		eventuallyStatus(t, c, n2.Name, time.Minute, Active("faults-fs-a"), LKG("faults-fs-a"), NoError())
 		f.wantHealthy(t, n2, view(), "faults-fs-a", "faults-fs-a")
 
 		// 128 KiB of comments: more than the 64 KiB tmpfs holds.
 		f.createConfig(t, n2, "faults-fs-big", 72, 128<<10)
 		pid, starts := n2.KubeletPID(), n2.KubeletStarts()
 		mustDKC(t, c, "", "assign", n2.Name, "--config", "faults-fs-big")
-		st := waitStatus(t, c, n2.Name, 30*time.Second, "an error", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != ""
-		})
+		st := eventuallyStatus(t, c, n2.Name, 30*time.Second, AnyError())
 		if !strings.Contains(st.Error, "no space left on device") {
 			t.Errorf("status.error = %q, want it to say %q", st.Error, "no space left on device")
 		}
@@ -230,11 +218,9 @@ func TestFaults(t *testing.T) {
 		if err := ag.InMountNS("mount -n -o remount,size=4m " + storeDir); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, c, n2.Name, 2*time.Minute, "active and last-known-good faults-fs-big", func(st *corev1.NodeConfigStatus) bool {
-			// wantHealthy copies the store: wait for the trial's end, so
-			// that no promotion or GC runs under the copy.
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-fs-big") && isCM(st.LastKnownGood, "faults-fs-big")
-		})
+		// wantHealthy copies the store: wait for the trial's end, so
+		// that no promotion or GC runs under the copy.
+		eventuallyStatus(t, c, n2.Name, 2*time.Minute, Active("faults-fs-big"), LKG("faults-fs-big"), NoError())
 		f.wantHealthy(t, n2, view(), "faults-fs-big", "faults-fs-big")
 	})
 
@@ -243,9 +229,7 @@ func TestFaults(t *testing.T) {
 		ag := f.startAgent(t, n3, f.agentArgs(n3))
 		f.createConfig(t, n3, "faults-ro-a", 81, 0)
 		mustDKC(t, c, "", "assign", n3.Name, "--config", "faults-ro-a")
-		waitStatus(t, c, n3.Name, time.Minute, "active and last-known-good faults-ro-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-ro-a") && isCM(st.LastKnownGood, "faults-ro-a")
-		})
+		eventuallyStatus(t, c, n3.Name, time.Minute, Active("faults-ro-a"), LKG("faults-ro-a"), NoError())
 		// The directory of --kubelet-config read-only for the running agent
 		// (its mount namespace is private); its store, a subdirectory, stays
 		// writable. An agent started on a read-only directory exits at
@@ -259,9 +243,7 @@ func TestFaults(t *testing.T) {
 		f.createConfig(t, n3, "faults-ro-b", 82, 0)
 		pid, starts := n3.KubeletPID(), n3.KubeletStarts()
 		mustDKC(t, c, "", "assign", n3.Name, "--config", "faults-ro-b")
-		st := waitStatus(t, c, n3.Name, 30*time.Second, "an error", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != ""
-		})
+		st := eventuallyStatus(t, c, n3.Name, 30*time.Second, AnyError())
 		if !strings.Contains(st.Error, "read-only file system") || !strings.Contains(st.Error, configDir) {
 			t.Errorf("status.error = %q, want it to name %s and say %q", st.Error, configDir, "read-only file system")
 		}
@@ -293,11 +275,9 @@ func TestFaults(t *testing.T) {
 		if err := ag.InMountNS("mount -n -o remount,bind,rw " + configDir); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, c, n3.Name, time.Minute, "active and last-known-good faults-ro-b", func(st *corev1.NodeConfigStatus) bool {
-			// wantHealthy copies the store: wait for the trial's end, so
-			// that no promotion or GC runs under the copy.
-			return st != nil && st.Error == "" && isCM(st.Active, "faults-ro-b") && isCM(st.LastKnownGood, "faults-ro-b")
-		})
+		// wantHealthy copies the store: wait for the trial's end, so
+		// that no promotion or GC runs under the copy.
+		eventuallyStatus(t, c, n3.Name, time.Minute, Active("faults-ro-b"), LKG("faults-ro-b"), NoError())
 		f.wantHealthy(t, n3, storeDir, "faults-ro-b", "faults-ro-b")
 	})
 
@@ -344,9 +324,7 @@ func TestFaults(t *testing.T) {
 		stopped = false
 		t.Logf("apiserver away for %s, ready again after %s", outage, time.Since(began).Round(time.Millisecond))
 
-		waitStatus(t, c, n1.Name, 2*time.Minute, "active faults-d", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Assigned, "faults-d") && isCM(st.Active, "faults-d")
-		})
+		eventuallyStatus(t, c, n1.Name, 2*time.Minute, Assigned("faults-d"), Active("faults-d"), NoError())
 		t.Logf("status converged %s after the apiserver was back", time.Since(began).Round(time.Millisecond))
 		if got := n1.KubeletStarts() - starts; got != 1 {
 			t.Errorf("kubelet started %d times, want 1: faults-d, no rollback", got)
@@ -481,7 +459,7 @@ func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assign
 	if body, err := httpGet("http://" + n.IP + ":10248/healthz"); err != nil || body != "ok" {
 		t.Errorf("kubelet healthz on %s: %q, %v", n.Name, body, err)
 	}
-	st := waitStatus(t, f.c, n.Name, 10*time.Second, "a status", func(st *corev1.NodeConfigStatus) bool { return st != nil })
+	st := eventuallyStatus(t, f.c, n.Name, 10*time.Second, AnyStatus())
 	if !isCM(st.Assigned, assigned) || !isCM(st.Active, active) {
 		t.Errorf("status of %s: assigned %v, active %v; want %s, %s", n.Name, st.Assigned, st.Active, assigned, active)
 	}

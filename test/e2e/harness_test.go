@@ -127,14 +127,3 @@ func configz(t *testing.T, c *framework.Cluster, node string) map[string]any {
 	}
 	return out.KubeletConfig
 }
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -80,9 +80,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 	assigned := func(t *testing.T, cm string, maxPods int) {
 		t.Helper()
 		for _, name := range names {
-			waitStatus(t, c, name, 2*time.Minute, "active "+cm, func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && st.Error == "" && isCM(st.Active, cm)
-			})
+			eventuallyStatus(t, c, name, 2*time.Minute, Active(cm), NoError())
 			if got := configz(t, c, name)["maxPods"]; got != float64(maxPods) {
 				t.Errorf("%s: configz maxPods %v, want %d", name, got, maxPods)
 			}
@@ -205,9 +203,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		mustDKC(t, c, "", append([]string{"assign", "--config", "kubeadm-bad", "--allow-unsafe=redirect"}, names...)...)
 		for _, n := range nodes {
 			// deploy/ gives the health gate 2 minutes.
-			st := waitStatus(t, c, n.Name, 4*time.Minute, "a rollback", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && st.Error != "" && isCM(st.Assigned, "kubeadm-bad")
-			})
+			st := eventuallyStatus(t, c, n.Name, 4*time.Minute, Assigned("kubeadm-bad"), AnyError())
 			t.Logf("%s: assign to rolled back %s; error: %s", n.Name, time.Since(began).Round(time.Second), st.Error)
 			if st.Active != nil || st.LastKnownGood != nil {
 				t.Errorf("%s: active %v, lastKnownGood %v; want neither (the local config)", n.Name, st.Active, st.LastKnownGood)
@@ -261,9 +257,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		})
 		upgrade(t)
 		// deploy/'s agent checks the file every minute (--drift-check-interval).
-		st := waitStatus(t, c, n.Name, 2*time.Minute, "drift", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && strings.HasPrefix(st.Error, "kubelet config drifted")
-		})
+		st := eventuallyStatus(t, c, n.Name, 2*time.Minute, ErrorPrefix("kubelet config drifted"))
 		if st.Active != nil {
 			t.Errorf("status names %v active while the kubelet runs kubeadm's file", st.Active)
 		}
@@ -278,9 +272,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		patch := `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--on-drift=reassert"}]`
 		kubectl(t, c, "", "-n", "kube-system", "patch", "daemonset", "dkc-agent", "--type=json", "-p", patch)
 		began := time.Now()
-		waitStatus(t, c, n.Name, 3*time.Minute, "active kubeadm-c again", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "kubeadm-c")
-		})
+		eventuallyStatus(t, c, n.Name, 3*time.Minute, Active("kubeadm-c"), NoError())
 		t.Logf("DaemonSet patched to reassert: kubeadm-c active again after %s", time.Since(began).Round(time.Second))
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(44) {
 			t.Errorf("configz maxPods %v after the reassert, want 44", got)
@@ -293,7 +285,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 	t.Run("reset restores kubeadm's config", func(t *testing.T) {
 		mustDKC(t, c, "", append([]string{"reset"}, names...)...)
 		for _, n := range nodes {
-			waitStatus(t, c, n.Name, 2*time.Minute, "no status", func(st *corev1.NodeConfigStatus) bool { return st == nil })
+			eventuallyStatus(t, c, n.Name, 2*time.Minute, NoStatus())
 			waitFor(t, time.Minute, "configz maxPods 110", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(110) })
 			onDisk, err := os.ReadFile(n.Path("/var/lib/kubelet/config.yaml"))
 			if err != nil {

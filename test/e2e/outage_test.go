@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -47,9 +45,7 @@ func TestAPIServerOutage(t *testing.T) {
 
 	createConfigMap(t, c, "outage-a", nodeConfig(t, n, func(cfg map[string]any) { cfg["maxPods"] = 57 }))
 	mustDKC(t, c, "", "assign", n.Name, "--config", "outage-a")
-	waitStatus(t, c, n.Name, time.Minute, "active and last-known-good outage-a", func(st *corev1.NodeConfigStatus) bool {
-		return st != nil && st.Error == "" && isCM(st.Active, "outage-a") && isCM(st.LastKnownGood, "outage-a")
-	})
+	eventuallyStatus(t, c, n.Name, time.Minute, Active("outage-a"), LKG("outage-a"), NoError())
 	waitFor(t, 10*time.Second, "/readyz ok", func() bool {
 		body, err := httpGet(readyz)
 		return err == nil && body == "ok"

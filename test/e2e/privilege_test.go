@@ -321,9 +321,7 @@ func TestPrivilege(t *testing.T) {
 		}
 		starts := a.KubeletStarts()
 		mustDKC(t, c, "", "assign", a.Name, "--config", "privilege-42")
-		st := waitStatus(t, c, a.Name, 90*time.Second, "privilege-42 active and last-known-good", func(s *corev1.NodeConfigStatus) bool {
-			return s != nil && s.Error == "" && isCM(s.Active, "privilege-42") && isCM(s.LastKnownGood, "privilege-42")
-		})
+		st := eventuallyStatus(t, c, a.Name, 90*time.Second, Active("privilege-42"), LKG("privilege-42"), NoError())
 		if st.Error != "" {
 			t.Errorf("status error %q", st.Error)
 		}

@@ -100,9 +100,7 @@ func testReadinessAcrossApply(t *testing.T, kubeletBinDir string) {
 	mark := time.Now()
 	mustDKC(t, c, "", "assign", n.Name, "--config", "readyz-maxpods", "--wait", "--timeout", "3m")
 	assignToActive := time.Since(mark)
-	waitStatus(t, c, n.Name, 30*time.Second, "active readyz-maxpods", func(st *corev1.NodeConfigStatus) bool {
-		return st != nil && st.Error == "" && isCM(st.Active, "readyz-maxpods")
-	})
+	eventuallyStatus(t, c, n.Name, 30*time.Second, Active("readyz-maxpods"), NoError())
 	if n.KubeletStarts() == starts {
 		t.Fatalf("the kubelet was not restarted (%d starts): nothing was measured", starts)
 	}
@@ -159,9 +157,7 @@ func podNotReadyAgainRollsBack(t *testing.T, c *framework.Cluster, n *framework.
 	if r.ExitCode != 2 {
 		t.Errorf("assign --wait of a config whose pod does not get Ready again: exit %d, want 2; stderr:\n%s", r.ExitCode, r.Stderr)
 	}
-	st := waitStatus(t, c, n.Name, time.Minute, "the rollback", func(st *corev1.NodeConfigStatus) bool {
-		return st != nil && st.Error != "" && isCM(st.Assigned, "readyz-maxpods-43")
-	})
+	st := eventuallyStatus(t, c, n.Name, time.Minute, Assigned("readyz-maxpods-43"), AnyError())
 	want := "health gate: after 20s: pod default/" + readyzName + " was Ready before the restart and is not Ready"
 	if !strings.Contains(st.Error, want) {
 		t.Errorf("status.error = %q, want it to contain %q", st.Error, want)

@@ -146,9 +146,7 @@ func TestRolloutDrivers(t *testing.T) {
 			t.Errorf("first node %s, want the canary %s", windows[0].node, names[0])
 		}
 		for _, n := range names {
-			waitStatus(t, c, n, 10*time.Second, "active drv-a", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "drv-a") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active("drv-a"), NoError())
 			if d := restarts(base, n); d != 1 {
 				t.Errorf("node %s: kubelet started %d times, want 1", n, d)
 			}
@@ -191,9 +189,7 @@ func TestRolloutDrivers(t *testing.T) {
 			if ns.Phase != rollout.Succeeded || !source.Equal(ns.Previous, want) {
 				t.Errorf("node %s: phase %s, previous %s; want Done, previous %s", n, ns.Phase, rollout.DescribeTarget(ns.Previous), rollout.DescribeTarget(want))
 			}
-			waitStatus(t, c, n, 10*time.Second, "active drv-x", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "drv-x") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active("drv-x"), NoError())
 			wantStarts := 1
 			if n == last {
 				wantStarts = 2 // drv-y by hand, then drv-x by the rollout
@@ -212,9 +208,7 @@ func TestRolloutDrivers(t *testing.T) {
 			if n != last {
 				want = before[n].ConfigMap.Name
 			}
-			waitStatus(t, c, n, 10*time.Second, "active "+want+" after undo", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, want) && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active(want), NoError())
 		}
 	})
 
@@ -254,9 +248,7 @@ func TestRolloutDrivers(t *testing.T) {
 			t.Errorf("node %s counted Done for drv-z while it is assigned drv-w", mid)
 		}
 		// The operator's assignment stands, and its agent applied it.
-		waitStatus(t, c, mid, time.Minute, "active drv-w", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && isCM(st.Active, "drv-w") && st.Error == ""
-		})
+		eventuallyStatus(t, c, mid, time.Minute, Active("drv-w"), NoError())
 		if d := restarts(base, last); d != 0 || !source.Equal(assigned(t, last), lastBefore) {
 			t.Errorf("node %s: kubelet started %d times and assigned %s; want untouched (0, %s)", last, d,
 				rollout.DescribeTarget(assigned(t, last)), rollout.DescribeTarget(lastBefore))

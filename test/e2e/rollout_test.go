@@ -54,9 +54,7 @@ func TestRollout(t *testing.T) {
 		}
 		windows := applyWindows(t, ro, names)
 		for _, n := range names {
-			waitStatus(t, c, n, 10*time.Second, "active ro-a", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "ro-a") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active("ro-a"), NoError())
 		}
 		if windows[0].node != names[0] {
 			t.Errorf("first node %s, want the canary %s", windows[0].node, names[0])
@@ -73,9 +71,7 @@ func TestRollout(t *testing.T) {
 		// rollout above sooner than that, and the rollback would then
 		// rightly go to the local config.
 		for _, n := range names {
-			waitStatus(t, c, n, 15*time.Second, "ro-a last-known-good", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && st.Error == "" && isCM(st.LastKnownGood, "ro-a")
-			})
+			eventuallyStatus(t, c, n, 15*time.Second, LKG("ro-a"), NoError())
 		}
 		pids := map[string]int{}
 		for _, n := range c.Nodes {
@@ -93,9 +89,7 @@ func TestRollout(t *testing.T) {
 		if ro.Status.State != rollout.Halted || !strings.HasPrefix(ro.Status.Reason, "node/"+canary+": failed to validate config") {
 			t.Errorf("state %s, reason %q; want Halted on node/%s", ro.Status.State, ro.Status.Reason, canary)
 		}
-		st := waitStatus(t, c, canary, 10*time.Second, "rolled back to ro-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && isCM(st.Active, "ro-a") && st.Error != ""
-		})
+		st := eventuallyStatus(t, c, canary, 10*time.Second, Active("ro-a"), AnyError())
 		_ = st
 		for _, n := range c.Nodes[1:] {
 			if got := n.KubeletPID(); got != pids[n.Name] {
@@ -139,9 +133,7 @@ func TestRollout(t *testing.T) {
 			t.Fatalf("state %s after resume, want Done", ro.Status.State)
 		}
 		for _, n := range c.Nodes {
-			waitStatus(t, c, n.Name, 10*time.Second, "active ro-c", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "ro-c") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n.Name, 10*time.Second, Active("ro-c"), NoError())
 			applied := 0
 			h, err := source.History(readNode(t, c.Client, n.Name))
 			if err != nil {
@@ -196,9 +188,7 @@ func TestRollout(t *testing.T) {
 			t.Fatalf("rollout undo: exit %d", r.ExitCode)
 		}
 		for _, n := range names {
-			waitStatus(t, c, n, 10*time.Second, "active ro-c again", func(st *corev1.NodeConfigStatus) bool {
-				return st != nil && isCM(st.Active, "ro-c") && st.Error == ""
-			})
+			eventuallyStatus(t, c, n, 10*time.Second, Active("ro-c"), NoError())
 		}
 	})
 

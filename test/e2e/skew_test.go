@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -136,9 +135,7 @@ func TestKubeletSkew(t *testing.T) {
 		createConfigMap(t, c, "skew-a", withPods(replace, 43, nil))
 		pid := replace.KubeletPID()
 		mustDKC(t, c, "", "assign", replace.Name, "--config", "skew-a")
-		waitStatus(t, c, replace.Name, time.Minute, "active skew-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "skew-a")
-		})
+		eventuallyStatus(t, c, replace.Name, time.Minute, Active("skew-a"), NoError())
 		if replace.KubeletPID() == pid {
 			t.Errorf("kubelet PID %d unchanged: not restarted", pid)
 		}
@@ -146,9 +143,7 @@ func TestKubeletSkew(t *testing.T) {
 			t.Errorf("configz maxPods %v, want 43", got)
 		}
 		capacity(t, replace, 43)
-		waitStatus(t, c, replace.Name, 30*time.Second, "lastKnownGood skew-a", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && isCM(st.LastKnownGood, "skew-a")
-		})
+		eventuallyStatus(t, c, replace.Name, 30*time.Second, LKG("skew-a"))
 		wantEvent(t, c, replace.Name, "Applied")
 	})
 
@@ -157,9 +152,7 @@ func TestKubeletSkew(t *testing.T) {
 			cfg["containerRuntimeEndpoint"] = "unix:///nonexistent.sock"
 		}))
 		mustDKC(t, c, "", "assign", replace.Name, "--config", "skew-bad", "--allow-unsafe=redirect")
-		st := waitStatus(t, c, replace.Name, 90*time.Second, "a rollback", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != "" && isCM(st.Assigned, "skew-bad")
-		})
+		st := eventuallyStatus(t, c, replace.Name, 90*time.Second, Assigned("skew-bad"), AnyError())
 		if !strings.HasPrefix(st.Error, status.ValidateError+": ") {
 			t.Errorf("status.error = %q, want prefix %q", st.Error, status.ValidateError+": ")
 		}
@@ -176,9 +169,7 @@ func TestKubeletSkew(t *testing.T) {
 	t.Run("apply in drop-in mode", func(t *testing.T) {
 		createConfigMap(t, c, "skew-dropin", withPods(dropin, 44, nil))
 		mustDKC(t, c, "", "assign", dropin.Name, "--config", "skew-dropin")
-		waitStatus(t, c, dropin.Name, time.Minute, "active skew-dropin", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "skew-dropin")
-		})
+		eventuallyStatus(t, c, dropin.Name, time.Minute, Active("skew-dropin"), NoError())
 		if got := configz(t, c, dropin.Name)["maxPods"]; got != float64(44) {
 			t.Errorf("configz maxPods %v, want 44", got)
 		}
@@ -201,7 +192,7 @@ func TestKubeletSkew(t *testing.T) {
 			mustDKC(t, c, "", "reset", n.Name)
 		}
 		for _, n := range []*framework.Node{replace, dropin} {
-			waitStatus(t, c, n.Name, time.Minute, "no status", func(st *corev1.NodeConfigStatus) bool { return st == nil })
+			eventuallyStatus(t, c, n.Name, time.Minute, NoStatus())
 			waitFor(t, 30*time.Second, "configz maxPods 110 on "+n.Name, func() bool { return configz(t, c, n.Name)["maxPods"] == float64(110) })
 			onDisk, err := os.ReadFile(n.ConfigPath)
 			if err != nil {

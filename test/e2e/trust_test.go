@@ -55,9 +55,7 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 		t.Helper()
 		createConfigMap(t, c, name, payload(maxPods(pods)))
 		mustDKC(t, c, "", "assign", n.Name, "--config", name, "--wait", "--timeout", "2m")
-		waitStatus(t, c, n.Name, 30*time.Second, name+" last-known-good", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.LastKnownGood, name) && isCM(st.Active, name)
-		})
+		eventuallyStatus(t, c, n.Name, 30*time.Second, Active(name), LKG(name), NoError())
 	}
 	// refused assigns ConfigMap name and checks that the agent refuses it
 	// with want in its error and condition reason, without a restart,
@@ -69,9 +67,7 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 		if r.ExitCode != 2 {
 			t.Errorf("assign --wait: exit %d, want 2 (the node reported an error); stderr:\n%s", r.ExitCode, r.Stderr)
 		}
-		st := waitStatus(t, c, n.Name, 30*time.Second, "the refusal of "+name, func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error != "" && isCM(st.Assigned, name)
-		})
+		st := eventuallyStatus(t, c, n.Name, 30*time.Second, Assigned(name), AnyError())
 		if !strings.Contains(st.Error, want) {
 			t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
 		}
@@ -130,9 +126,7 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		st := waitStatus(t, c, n.Name, 30*time.Second, "the pin mismatch", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && strings.Contains(st.Error, "but the assignment pins")
-		})
+		st := eventuallyStatus(t, c, n.Name, 30*time.Second, ErrorContains("but the assignment pins"))
 		if !strings.Contains(st.Error, source.Digest([]byte(payload(maxPods(62))))) || !strings.Contains(st.Error, source.Digest([]byte(payload(maxPods(63))))) {
 			t.Errorf("status.error = %q, want both digests", st.Error)
 		}

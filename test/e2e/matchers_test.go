@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/test/e2e/framework"
+)
+
+// statusMatcher is one condition on a node's dkc status, as
+// `kubectl dkc status NODE -o json` reports it, with the words that
+// name it in a failure.
+type statusMatcher struct {
+	desc  string
+	match func(*corev1.NodeConfigStatus) bool
+}
+
+// Active matches a status whose active config is the ConfigMap cm.
+func Active(cm string) statusMatcher {
+	return statusMatcher{"active " + cm, func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && isCM(st.Active, cm)
+	}}
+}
+
+// LKG matches a status whose last-known-good config is the ConfigMap cm.
+func LKG(cm string) statusMatcher {
+	return statusMatcher{"last-known-good " + cm, func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && isCM(st.LastKnownGood, cm)
+	}}
+}
+
+// Assigned matches a status whose assigned config is the ConfigMap cm.
+func Assigned(cm string) statusMatcher {
+	return statusMatcher{"assigned " + cm, func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && isCM(st.Assigned, cm)
+	}}
+}
+
+// NoError matches a status without an error.
+func NoError() statusMatcher {
+	return statusMatcher{"no error", func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && st.Error == ""
+	}}
+}
+
+// AnyError matches a status with an error.
+func AnyError() statusMatcher {
+	return statusMatcher{"an error", func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && st.Error != ""
+	}}
+}
+
+// ErrorContains matches a status whose error contains s.
+func ErrorContains(s string) statusMatcher {
+	return statusMatcher{fmt.Sprintf("an error containing %q", s), func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && strings.Contains(st.Error, s)
+	}}
+}
+
+// ErrorPrefix matches a status whose error begins with s.
+func ErrorPrefix(s string) statusMatcher {
+	return statusMatcher{fmt.Sprintf("an error beginning with %q", s), func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && strings.HasPrefix(st.Error, s)
+	}}
+}
+
+// NoStatus matches a node without a status: nothing assigned, or the
+// agent's status cleared.
+func NoStatus() statusMatcher {
+	return statusMatcher{"no status", func(st *corev1.NodeConfigStatus) bool {
+		return st == nil
+	}}
+}
+
+// NoActive matches a status that names no active config.
+func NoActive() statusMatcher {
+	return statusMatcher{"no active config", func(st *corev1.NodeConfigStatus) bool {
+		return st != nil && st.Active == nil
+	}}
+}
+
+// AnyStatus matches any status.
+func AnyStatus() statusMatcher {
+	return statusMatcher{"a status", func(st *corev1.NodeConfigStatus) bool {
+		return st != nil
+	}}
+}
+
+// eventuallyStatus polls the status of node, as the built
+// `kubectl dkc status NODE -o json` reports it, until every matcher
+// matches, and returns it. An apply ends with the health gate: a status
+// that matches while the gate still waits for Ready (AGENT verifying)
+// does not count yet. It fails the test after timeout, naming the
+// matchers and the last status.
+func eventuallyStatus(t *testing.T, c *framework.Cluster, node string, timeout time.Duration, ms ...statusMatcher) *corev1.NodeConfigStatus {
+	t.Helper()
+	var last *corev1.NodeConfigStatus
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		cmd := exec.Command(dkcBinary, "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json")
+		out, err := cmd.Output()
+		// A node's error for its assignment exits 2 after the list.
+		if err != nil && cmd.ProcessState.ExitCode() != status.ExitConfigError {
+			return false, nil
+		}
+		var list status.NodeConfigList
+		if err := json.Unmarshal(out, &list); err != nil {
+			return false, fmt.Errorf("kubectl dkc status -o json: %v\n%s", err, out)
+		}
+		if len(list.Items) != 1 {
+			return false, nil
+		}
+		last = list.Items[0].Status
+		if list.Items[0].Agent == status.AgentVerifying {
+			return false, nil
+		}
+		for _, m := range ms {
+			if !m.match(last) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	b, _ := json.Marshal(last)
+	if err != nil {
+		if !wait.Interrupted(err) {
+			t.Fatal(err)
+		}
+		descs := make([]string, len(ms))
+		for i, m := range ms {
+			descs[i] = m.desc
+		}
+		t.Fatalf("timed out after %s waiting for %s in the status of %s; last: %s", timeout, strings.Join(descs, ", "), node, b)
+	}
+	t.Logf("status of %s: %s", node, b)
+	return last
+}
+
+// waitFor polls cond every 100ms until it holds, and fails the test
+// after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
