@@ -117,7 +117,7 @@ func TestAgent(t *testing.T) {
 		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
 			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
 		}
-		time.Sleep(2 * time.Second) // room for a wrong restart
+		consistentlyNoRestart(t, "the refusal of agent-nokind", 2*time.Second, n.KubeletPID, n.KubeletStarts)
 		if n.KubeletPID() != pid || n.KubeletStarts() != starts {
 			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
 		}

@@ -135,7 +135,7 @@ func TestFaults(t *testing.T) {
 		// wait, about 10 s) and faults-b was promoted first.
 		eventuallyStatus(t, c, n1.Name, time.Minute, Assigned("faults-a"), Active("faults-a"), LKG("faults-a"), NoError())
 		f.wantHistorySince(t, n1.Name, mark, []string{"faults-b", "faults-a"})
-		time.Sleep(3 * time.Second) // room for a wrong restart
+		consistentlyNoRestart(t, "the return to faults-a", 3*time.Second, n1.KubeletPID, n1.KubeletStarts)
 		// B, then A again: no rollback, no third restart.
 		if got := n1.KubeletStarts() - starts; got != 2 {
 			t.Errorf("kubelet started %d times, want 2 (faults-b, then faults-a)", got)
@@ -163,7 +163,7 @@ func TestFaults(t *testing.T) {
 		if !isCM(st.Assigned, "faults-c") || !isCM(st.Active, "faults-c") {
 			t.Errorf("assigned %v, active %v; want faults-c for both: the kubelet runs it", st.Assigned, st.Active)
 		}
-		time.Sleep(3 * time.Second) // room for a wrong restart
+		consistentlyNoRestart(t, "the download error for faults-c", 3*time.Second, n1.KubeletPID, n1.KubeletStarts)
 		if got := n1.KubeletStarts() - starts; got != 1 {
 			t.Errorf("kubelet started %d times, want 1: faults-c, no rollback", got)
 		}
@@ -208,7 +208,7 @@ func TestFaults(t *testing.T) {
 		if !isCM(st.Assigned, "faults-fs-big") || !isCM(st.Active, "faults-fs-a") {
 			t.Errorf("assigned %v, active %v; want faults-fs-big assigned, faults-fs-a active", st.Assigned, st.Active)
 		}
-		time.Sleep(3 * time.Second) // room for a wrong restart
+		consistentlyNoRestart(t, "the full store's error", 3*time.Second, n2.KubeletPID, n2.KubeletStarts)
 		if n2.KubeletPID() != pid || n2.KubeletStarts() != starts {
 			t.Errorf("kubelet restarted (PID %d -> %d)", pid, n2.KubeletPID())
 		}
@@ -264,7 +264,7 @@ func TestFaults(t *testing.T) {
 		if !isCM(st.Assigned, "faults-ro-b") || !isCM(st.Active, "faults-ro-a") || !isCM(st.LastKnownGood, "faults-ro-a") {
 			t.Errorf("assigned %v, active %v, lastKnownGood %v; want faults-ro-b, faults-ro-a, faults-ro-a", st.Assigned, st.Active, st.LastKnownGood)
 		}
-		time.Sleep(3 * time.Second) // room for a wrong restart
+		consistentlyNoRestart(t, "the read-only directory's error", 3*time.Second, n3.KubeletPID, n3.KubeletStarts)
 		if n3.KubeletPID() != pid || n3.KubeletStarts() != starts {
 			t.Errorf("kubelet restarted (PID %d -> %d)", pid, n3.KubeletPID())
 		}

@@ -154,3 +154,21 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
+
+// consistentlyNoRestart watches the kubelet for d, every 100ms, and fails
+// the test as soon as its PID or its start count differs from the one at
+// the call: it leaves room for a wrong restart and reports it as it
+// happens. Callers keep their own check against the values from before
+// the change that should not restart the kubelet.
+func consistentlyNoRestart(t *testing.T, what string, d time.Duration, pid func() int, starts func() int) {
+	t.Helper()
+	pid0, starts0 := pid(), starts()
+	var pid1, starts1 int
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		pid1, starts1 = pid(), starts()
+		return pid1 != pid0 || starts1 != starts0, nil
+	})
+	if err == nil {
+		t.Errorf("kubelet restarted after %s (PID %d -> %d, starts %d -> %d)", what, pid0, pid1, starts0, starts1)
+	}
+}
