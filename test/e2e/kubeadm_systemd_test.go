@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -89,9 +87,7 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 	t.Run("the unit's agent applies an assigned config with the kubelet's credential", func(t *testing.T) {
 		createConfigMap(t, c, "unit-a", configWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "unit-a")
-		waitStatus(t, c, n.Name, time.Minute, "unit-a active and last-known-good", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "unit-a") && isCM(st.LastKnownGood, "unit-a")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("unit-a"), LKG("unit-a"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
 			t.Errorf("configz maxPods %v, want 42", got)
 		}
@@ -148,8 +144,6 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
 			t.Errorf("configz maxPods %v after the reboot, want 42", got)
 		}
-		waitStatus(t, c, n.Name, time.Minute, "unit-a active", func(st *corev1.NodeConfigStatus) bool {
-			return st != nil && st.Error == "" && isCM(st.Active, "unit-a")
-		})
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("unit-a"), NoError())
 	})
 }
