@@ -177,7 +177,8 @@ func TestAgent(t *testing.T) {
 		}
 		wantCondition(t, c, n.Name, "False", "Failed")
 		wantEvent(t, c, n.Name, "Failed")
-		time.Sleep(3 * time.Second) // the informer retries at 0.8 s and 1.6 s
+		// The informer retries at 0.8 s and 1.6 s: none restarts the kubelet.
+		consistentlyNoRestart(t, "the download's retries", 3*time.Second, n.KubeletPID, n.KubeletStarts)
 		if n.KubeletPID() != pid || n.KubeletStarts() != starts {
 			t.Errorf("kubelet restarted (PID %d -> %d, starts %d -> %d)", pid, n.KubeletPID(), starts, n.KubeletStarts())
 		}

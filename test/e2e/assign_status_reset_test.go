@@ -397,8 +397,8 @@ func TestAssignStatusReset(t *testing.T) {
 		second := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "e2e-second", KubeletConfigKey: "kubelet"}}
 		a := startDKCBackground(t, c, "assign", n0, "--config", "e2e-second", "--wait", "--timeout=30s")
 		a.waitForLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "node/"+n0+" assigned") })
-		time.Sleep(time.Second)
-		if exited := a.exited(); exited {
+		consistently(t, time.Second, "waiting while the status shows the old assignment", func() bool { return !a.exited() })
+		if a.exited() {
 			t.Fatalf("assign --wait exited before the status said active")
 		}
 		began := time.Now()
@@ -452,7 +452,7 @@ func TestAssignStatusReset(t *testing.T) {
 		// --wait: done once the status reports the local config active.
 		a := startDKCBackground(t, c, "reset", n1, "--wait", "--timeout=30s")
 		a.waitForLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "node/"+n1+" reset") })
-		time.Sleep(500 * time.Millisecond)
+		consistently(t, 500*time.Millisecond, "waiting while the status shows an assignment", func() bool { return !a.exited() })
 		if a.exited() {
 			t.Fatalf("reset --wait exited while the status still showed an assignment")
 		}

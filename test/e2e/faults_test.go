@@ -301,15 +301,11 @@ func TestFaults(t *testing.T) {
 		// Away longer than --health-timeout, so that a gate that needs the
 		// apiserver times out.
 		outage := faultHealthTimeout + 10*time.Second
-		deadline := time.Now().Add(outage)
-		for time.Now().Before(deadline) {
-			if got := n1.KubeletStarts() - starts; got != 1 {
-				t.Errorf("kubelet started %d times while the apiserver was away, want 1: faults-d, no rollback", got)
-				t.Logf("A kubelet whose own checks pass must not be rolled back because the apiserver does not answer. "+
-					"The agent rolled back; its log says why: %s", rollbackLogLine(n1))
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
+		consistently(t, outage, "one kubelet start while the apiserver is away", func() bool { return n1.KubeletStarts()-starts == 1 })
+		if got := n1.KubeletStarts() - starts; got != 1 {
+			t.Errorf("kubelet started %d times while the apiserver was away, want 1: faults-d, no rollback", got)
+			t.Logf("A kubelet whose own checks pass must not be rolled back because the apiserver does not answer. "+
+				"The agent rolled back; its log says why: %s", rollbackLogLine(n1))
 		}
 		if body, err := httpGet("http://" + n1.IP + ":10248/healthz"); err != nil || body != "ok" {
 			t.Errorf("kubelet healthz while the apiserver is away: %q, %v", body, err)

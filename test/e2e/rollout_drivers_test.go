@@ -116,7 +116,9 @@ func TestRolloutDrivers(t *testing.T) {
 		// it beside the first client.
 		second := startDKCBackground(t, c, "rollout", "resume", "drivers", "--timeout", "5m")
 		waitHeld(t, names[0])
-		time.Sleep(3 * time.Second) // the second client reads the rollout and starts its watches
+		// The second client reads the rollout and starts its watches; it
+		// must not exit while the canary is in progress.
+		consistently(t, 3*time.Second, "driving beside the first client", func() bool { return !second.exited() })
 		if second.exited() {
 			t.Fatalf("rollout resume exited while the canary was in progress: exit %d\n%s", second.wait(t, time.Second), second.stderr())
 		}

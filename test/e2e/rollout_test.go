@@ -165,7 +165,15 @@ func TestRollout(t *testing.T) {
 		if code := bg.wait(t, 30*time.Second); code != 1 {
 			t.Errorf("the driving client exited %d on pause, want 1", code)
 		}
-		time.Sleep(12 * time.Second) // longer than the soak
+		// Longer than the soak: no node after the canary gets ro-d.
+		consistently(t, 12*time.Second, "paused", func() bool {
+			for _, n := range names[1:] {
+				if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-c") {
+					return false
+				}
+			}
+			return true
+		})
 		for _, n := range names[1:] {
 			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-c") {
 				t.Errorf("paused rollout assigned %v to %s", src, n)

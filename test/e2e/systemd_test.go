@@ -346,7 +346,7 @@ current-context: c
 		if _, err := os.Stat(sd.Path("/var/lib/kubectl-dkc/store/meta/state")); err != nil {
 			t.Fatalf("the agent's start job is done, but its store has no record: %v", err)
 		}
-		time.Sleep(2 * time.Second)
+		consistently(t, 2*time.Second, "active", func() bool { return show(t, "ActiveState") == "active" })
 		if got := show(t, "ActiveState"); got != "active" {
 			t.Fatalf("unit is %s, want active", got)
 		}
@@ -432,7 +432,7 @@ current-context: c
 		for len(starts(t)) < len(want) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(time.Second)
+		consistently(t, time.Second, "no more kubelet starts", func() bool { return len(starts(t)) <= len(want) })
 		if diff := cmp.Diff(want, starts(t)); diff != "" {
 			t.Errorf("configs the kubelet started on (-want +got):\n%s", diff)
 		}
