@@ -82,6 +82,10 @@ components-registry: ## Build distribution's OCI registry, which the e2e tests s
 components-v1.23: ## Build kube-apiserver and kubelet v1.23.17, the original DKC (cached)
 	hack/build-components-v1.23.sh
 
+.PHONY: components-krew
+components-krew: ## Build krew and its manifest validator, which test/krew runs (cached)
+	hack/build-components-krew.sh
+
 .PHONY: components-v1.34
 components-v1.34: ## Build kubelet v1.34.12, the oldest the skew policy allows under apiserver 1.37 (cached)
 	hack/build-components-v1.34.sh
@@ -135,7 +139,16 @@ bench: test-deps components components-v1.23 build agent ## Benchmarks on real c
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent go test -v -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=1 -timeout 60m ./test/e2e/
 
 .PHONY: test
-test: fmt-check vet unit e2e ## Everything CI runs
+# The checks and unit tests run while the components build: each component
+# set is its own go build, in its own module, and together they keep both
+# cores busy through downloads and links. Then the e2e tests.
+test: ## Everything CI runs
+	$(MAKE) --no-print-directory -j6 checks test-deps components components-registry components-v1.23 components-v1.34 components-krew
+	$(MAKE) --no-print-directory e2e
+
+.PHONY: checks
+checks: ## gofmt, go vet and the unit tests, one after another
+	$(MAKE) --no-print-directory -j1 fmt-check vet unit
 
 .PHONY: cluster-up
 cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)

@@ -14,12 +14,16 @@ krew_version=$(cd "$tools" && GOWORK=off go list -m -f '{{.Version}}' sigs.k8s.i
 bin_dir=${DKC_KREW_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc/bin/krew-$krew_version}
 export GOWORK=off
 mkdir -p "$bin_dir"
-for tool in kubectl-krew:sigs.k8s.io/krew/cmd/krew validate-krew-manifest:sigs.k8s.io/krew/cmd/validate-krew-manifest; do
-  name=${tool%%:*} pkg=${tool#*:}
+missing=()
+for tool in kubectl-krew=sigs.k8s.io/krew/cmd/krew validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest; do
+  name=${tool%%=*}
   if [[ -x "$bin_dir/$name" && "$bin_dir/$name" -nt "$tools/go.sum" && "$bin_dir/$name" -nt "${BASH_SOURCE[0]}" ]]; then
     echo "reuse $bin_dir/$name"
-    continue
+  else
+    missing+=("$tool")
   fi
-  go_build "$name" "$tools" "$pkg" "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$krew_version" "$bin_dir/$name" "1 min"
 done
+if ((${#missing[@]} > 0)); then
+  go_build "krew $krew_version" "$tools" "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$krew_version" "$bin_dir" "1 min" "${missing[@]}"
+fi
 echo "$bin_dir"

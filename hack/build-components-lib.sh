@@ -1,22 +1,37 @@
 # Shared by hack/build-components*.sh: a Go build that says what it builds,
 # about how long it takes, and shows progress while it runs. Source it.
 
-# go_build NAME DIR PACKAGE LDFLAGS OUT ESTIMATE builds PACKAGE in module
-# directory DIR into OUT. ESTIMATE is the cold-cache time measured on 2
-# cores, shown up front. While the build runs, a progress line every 15 s
-# counts the packages compiled so far out of PACKAGE's dependencies (go
-# build -v names each package it compiles; cached ones are not counted).
+# go_build LABEL DIR LDFLAGS OUTDIR ESTIMATE NAME=PACKAGE... builds each
+# PACKAGE of the module in directory DIR into OUTDIR/NAME, in one go build,
+# so that their shared packages compile once and both cores stay busy while
+# one binary links. ESTIMATE is the cold-cache time measured on 2 cores,
+# shown up front. While the build runs, a progress line every 15 s counts the
+# packages compiled so far out of the packages' dependencies (go build -v
+# names each package it compiles; cached ones are not counted). Extra go
+# build flags come from GO_BUILD_FLAGS.
 go_build() {
-  local name=$1 dir=$2 pkg=$3 ldflags=$4 out=$5 estimate=$6
-  echo "build $name ($pkg): about $estimate from a cold Go cache on 2 cores, seconds when cached"
+  local label=$1 dir=$2 ldflags=$3 outdir=$4 estimate=$5
+  shift 5
+  local names=() pkgs=() spec
+  for spec in "$@"; do
+    names+=("${spec%%=*}")
+    pkgs+=("${spec#*=}")
+  done
+  echo "build $label (${names[*]}): about $estimate from a cold Go cache on 2 cores, seconds when cached"
   (cd "$dir" && go mod download) # says "go: downloading ..." the first time
   local total
-  total=$(cd "$dir" && go list -deps "$pkg" | wc -l)
-  local start=$SECONDS
-  (cd "$dir" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg" 2>&1) |
-    _build_progress "$name" "$total" "$start"
-  mv "$out.tmp" "$out"
-  echo "built $name in $(_duration $((SECONDS - start)))"
+  total=$(cd "$dir" && go list -deps "${pkgs[@]}" | wc -l)
+  local start=$SECONDS tmp
+  tmp=$(mktemp -d "$outdir/.build.XXXXXX")
+  # shellcheck disable=SC2086 # GO_BUILD_FLAGS is a list of flags
+  (cd "$dir" && CGO_ENABLED=0 go build -v -trimpath ${GO_BUILD_FLAGS:-} -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1) |
+    _build_progress "$label" "$total" "$start"
+  local i
+  for i in "${!names[@]}"; do
+    mv "$tmp/$(basename "${pkgs[$i]}")" "$outdir/${names[$i]}"
+  done
+  rm -rf "$tmp"
+  echo "built $label in $(_duration $((SECONDS - start)))"
 }
 
 # _build_progress NAME TOTAL START reads go build -v output: package paths

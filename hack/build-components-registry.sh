@@ -18,7 +18,7 @@ mkdir -p "$bin_dir"
 if [[ -x "$bin_dir/registry" && "$bin_dir/registry" -nt "$tools/go.sum" && "$bin_dir/registry" -nt "${BASH_SOURCE[0]}" ]]; then
   echo "reuse $bin_dir/registry"
 else
-  go_build registry "$tools" github.com/distribution/distribution/v3/cmd/registry \
-    "-s -w -X github.com/distribution/distribution/v3/version.version=$version" "$bin_dir/registry" "3 min"
+  go_build "registry $version" "$tools" "-s -w -X github.com/distribution/distribution/v3/version.version=$version" \
+    "$bin_dir" "3 min" registry=github.com/distribution/distribution/v3/cmd/registry
 fi
 echo "$bin_dir"

@@ -22,6 +22,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=build-components-lib.sh
+source "$here/build-components-lib.sh"
 k8s_version=v1.23.17
 staging_version=v0.23.17
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-dkc
@@ -137,23 +139,10 @@ prepare_source() {
   echo "prepared source in $((SECONDS - start))s"
 }
 
-build() { # name package
-  local name=$1 pkg=$2
-  if built "$name"; then
-    echo "reuse $bin_dir/$name"
-    return
-  fi
-  echo "build $name ($pkg)"
-  local start=$SECONDS
-  (cd "$tools" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$bin_dir/$name.tmp" "$pkg")
-  mv "$bin_dir/$name.tmp" "$bin_dir/$name"
-  echo "built $name in $((SECONDS - start))s"
-}
-
 prepare_source
 rm -rf "$tools"
 mkdir -p "$tools"
 cp "$template/go.mod" "$template/go.sum" "$template/tools.go" "$tools/"
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-build kubelet k8s.io/kubernetes/cmd/kubelet
+GO_BUILD_FLAGS=-mod=readonly go_build "Kubernetes $k8s_version" "$tools" "$ldflags" "$bin_dir" "15 min" \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubelet=k8s.io/kubernetes/cmd/kubelet
 echo "$bin_dir"

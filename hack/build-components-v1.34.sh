@@ -25,6 +25,6 @@ fi
 mkdir -p "$bin_dir"
 echo "Building kubelet $k8s_version from Go modules into $bin_dir (once; later runs reuse it)."
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 -X k8s.io/component-base/version.gitTreeState=clean"
-go_build kubelet "$tools" k8s.io/kubernetes/cmd/kubelet "$ldflags" "$bin_dir/kubelet" "6-15 min"
+go_build "kubelet $k8s_version" "$tools" "$ldflags" "$bin_dir" "6-15 min" kubelet=k8s.io/kubernetes/cmd/kubelet
 "$bin_dir/kubelet" --version
 echo "$bin_dir"

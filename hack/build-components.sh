@@ -21,47 +21,34 @@ major=${k8s_version#v}; major=${major%%.*}
 minor=${k8s_version#v*.}; minor=${minor%%.*}
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 
-# name:package:estimate. Estimates are cold-cache times measured on 2 cores
-# of a shared machine; each part after kube-apiserver reuses much of its
-# compiled packages.
+# name:package. Every missing one is built in one go build (go_build).
 components=(
-  "etcd:./etcd:2 min"
-  "kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver:5 min"
-  "kubelet:k8s.io/kubernetes/cmd/kubelet:3 min"
+  "etcd:./etcd"
+  "kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver"
+  "kubelet:k8s.io/kubernetes/cmd/kubelet"
   # The DaemonSet e2e and `make cluster-up AGENT=daemonset` run pods: the
   # DaemonSet controller creates them and the scheduler binds them.
-  "kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager:4 min"
-  "kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler:1 min"
-  "kubectl:k8s.io/kubernetes/cmd/kubectl:2 min"
+  "kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager"
+  "kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler"
+  "kubectl:k8s.io/kubernetes/cmd/kubectl"
   # The kubeadm node (framework.StartKubeadmNode) is joined by kubeadm.
-  "kubeadm:k8s.io/kubernetes/cmd/kubeadm:2 min"
+  "kubeadm:k8s.io/kubernetes/cmd/kubeadm"
 )
 
 fresh() { [[ -x "$bin_dir/$1" && "$bin_dir/$1" -nt "$here/tools/go.sum" ]]; }
 
 missing=()
 for c in "${components[@]}"; do
-  fresh "${c%%:*}" || missing+=("${c%%:*}")
-done
-if ((${#missing[@]} == 0)); then
-  echo "reuse $k8s_version components in $bin_dir"
-  echo "$bin_dir"
-  exit 0
-fi
-if ((${#missing[@]} == ${#components[@]})); then
-  echo "Building the Kubernetes $k8s_version components from Go modules into $bin_dir:"
-  echo "  ${missing[*]}."
-  echo "This happens once: about 15-20 min on 2 cores and 2.5 GB of RAM; later runs reuse them."
-else
-  echo "Building ${missing[*]} ($k8s_version) into $bin_dir; the others are reused."
-fi
-for c in "${components[@]}"; do
-  name=${c%%:*} rest=${c#*:}
-  pkg=${rest%%:*} estimate=${rest#*:}
+  name=${c%%:*}
   if fresh "$name"; then
     echo "reuse $bin_dir/$name"
-    continue
+  else
+    missing+=("$name=${c#*:}")
   fi
-  go_build "$name" "$here/tools" "$pkg" "$ldflags" "$bin_dir/$name" "$estimate"
 done
+if ((${#missing[@]} > 0)); then
+  echo "Building the Kubernetes $k8s_version components from Go modules into $bin_dir."
+  echo "This happens once; later runs reuse them."
+  go_build "Kubernetes $k8s_version" "$here/tools" "$ldflags" "$bin_dir" "25 min for all" "${missing[@]}"
+fi
 echo "$bin_dir"
