@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/argocd"
@@ -260,14 +259,7 @@ func TestController(t *testing.T) {
 	}
 	startReplica("replica-1")
 	startReplica("replica-2")
-	leaderNow := func() string {
-		var lead string
-		waitFor(t, 30*time.Second, "a controller to lead", func() bool {
-			lead, err = controller.Leader(ctx, c.Client, "kube-system", time.Now())
-			return err == nil && lead != ""
-		})
-		return lead
-	}
+	leaderNow := func() string { return waitLeader(t, c, 30*time.Second, "") }
 	t.Logf("leader: %s", leaderNow())
 
 	t.Run("start without --wait returns, and the controller rolls the config out", func(t *testing.T) {
@@ -707,10 +699,7 @@ func TestControllerKilledAtEachPhase(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = victim.Stop() })
-			waitFor(t, 30*time.Second, "the controller to lead", func() bool {
-				lead, err := controller.Leader(ctx, c.Client, "kube-system", time.Now())
-				return err == nil && lead == victim.Identity
-			})
+			waitLeader(t, c, 30*time.Second, victim.Identity)
 			began := time.Now()
 			args := []string{"rollout", "start", "--config", name, "--all", "--name", name, "--max-unavailable", "1"}
 			if tc.bad {

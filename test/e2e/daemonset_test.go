@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
-	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -210,16 +209,12 @@ func TestDaemonSet(t *testing.T) {
 	})
 
 	t.Run("the controller's pods elect a leader, which drives a rollout alone", func(t *testing.T) {
-		var lead string
 		t.Cleanup(func() {
 			if t.Failed() {
 				logPods(t, c, "app.kubernetes.io/name=dkc-controller")
 			}
 		})
-		waitFor(t, 2*time.Minute, "a controller pod to lead", func() bool {
-			lead, err = controller.Leader(ctx, c.Client, "kube-system", time.Now())
-			return err == nil && lead != ""
-		})
+		lead := waitLeader(t, c, 2*time.Minute, "")
 		leader, err := c.Client.CoreV1().Pods("kube-system").Get(ctx, lead, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the lease holder %q is not a pod: %v", lead, err)

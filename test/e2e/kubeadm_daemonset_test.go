@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -148,11 +147,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 				logPods(t, c, "app.kubernetes.io/name=dkc-controller")
 			}
 		})
-		var lead string
-		waitFor(t, 2*time.Minute, "a controller pod to lead", func() bool {
-			lead, err = controller.Leader(ctx, c.Client, "kube-system", time.Now())
-			return err == nil && lead != ""
-		})
+		lead := waitLeader(t, c, 2*time.Minute, "")
 		pod, err := c.Client.CoreV1().Pods("kube-system").Get(ctx, lead, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the lease holder %q is not a pod: %v", lead, err)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -184,4 +185,25 @@ func consistentlyNoRestart(t *testing.T, what string, d time.Duration, pid func(
 	if pid1 != pid0 || starts1 != starts0 {
 		t.Logf("kubelet PID %d -> %d, starts %d -> %d", pid0, pid1, starts0, starts1)
 	}
+}
+
+// waitLeader waits up to timeout for a dkc controller to hold the Lease in
+// kube-system and returns the holder's identity. With want set, it waits
+// for that identity to hold it.
+func waitLeader(t *testing.T, c *framework.Cluster, timeout time.Duration, want string) string {
+	t.Helper()
+	var lead string
+	what := "a controller to lead"
+	if want != "" {
+		what = "controller " + want + " to lead"
+	}
+	waitFor(t, timeout, what, func() bool {
+		l, err := controller.Leader(context.Background(), c.Client, "kube-system", time.Now())
+		if err != nil || l == "" || (want != "" && l != want) {
+			return false
+		}
+		lead = l
+		return true
+	})
+	return lead
 }
