@@ -148,7 +148,9 @@ test: ## Everything CI runs
 
 .PHONY: checks
 checks: ## gofmt, go vet and the unit tests, one after another
-	$(MAKE) --no-print-directory -j1 fmt-check vet unit
+	@$(MAKE) --no-print-directory fmt-check
+	@$(MAKE) --no-print-directory vet
+	@$(MAKE) --no-print-directory unit
 
 .PHONY: cluster-up
 cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
