@@ -16,6 +16,12 @@ LDFLAGS := -X github.com/kubectl-dkc/dkc/pkg/version.version=$(VERSION) \
            -X github.com/kubectl-dkc/dkc/pkg/version.gitCommit=$(GIT_COMMIT) \
            -X github.com/kubectl-dkc/dkc/pkg/version.buildDate=$(BUILD_DATE)
 BIN := _output/bin
+# Every Go command here (vet, the unit and e2e tests, the binaries and the
+# images) compiles with the flags of a release build, static and with
+# trimmed paths, so that they share one set of compiled packages in the Go
+# cache instead of compiling every dependency twice.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # Debian packages the real-component tests need: the isolated systemd
 # (framework.StartSystemd) needs systemd and dbus; kubeadm join's preflight
 # needs losetup and mount (mount).
@@ -63,7 +69,7 @@ build: ## Build _output/bin/kubectl-dkc
 
 .PHONY: agent
 agent: ## Build _output/bin/kubectl-dkc-agent, the slim node agent (DaemonSet image, systemd unit)
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/kubectl-dkc-agent ./cmd/kubectl-dkc-agent
+	go build -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/kubectl-dkc-agent ./cmd/kubectl-dkc-agent
 
 .PHONY: install
 install: build ## Install kubectl-dkc and its completion helper kubectl_complete-dkc into /usr/local/bin, where kubectl finds them
@@ -139,11 +145,12 @@ bench: test-deps components components-v1.23 build agent ## Benchmarks on real c
 	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent go test -v -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=1 -timeout 60m ./test/e2e/
 
 .PHONY: test
-# The checks and unit tests run while the components build: each component
-# set is its own go build, in its own module, and together they keep both
-# cores busy through downloads and links. Then the e2e tests.
+# The checks and unit tests run while the components build, three at a
+# time, largest first: each component set is one go build in a module of
+# its own, and side by side they keep both cores busy through downloads and
+# links. Then the e2e tests.
 test: ## Everything CI runs
-	$(MAKE) --no-print-directory -j6 checks test-deps components components-registry components-v1.23 components-v1.34 components-krew
+	$(MAKE) --no-print-directory -j3 test-deps components checks components-v1.34 components-v1.23 components-registry components-krew
 	$(MAKE) --no-print-directory e2e
 
 .PHONY: checks

@@ -16,7 +16,8 @@ import (
 )
 
 // The registry of a cluster with Pods: distribution's registry
-// (github.com/distribution/distribution/v3, cmd/registry, built by
+// (github.com/distribution/distribution/v3's registry with its filesystem
+// storage driver, hack/tools-registry/registry, built by
 // hack/build-components-registry.sh), a process the harness owns, serving
 // plain HTTP on 127.0.0.1:PORT of the host, where the tests push dkc's
 // images with hack/image's push (`make push`, go-containerregistry).
