@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -35,7 +33,7 @@ func TestAgent(t *testing.T) {
 	n, other := c.Nodes[0], c.Nodes[1]
 	otherPID, otherStarts := other.KubeletPID(), other.KubeletStarts()
 
-	kubeconfig := agentKubeconfig(t, c)
+	kubeconfig := framework.AgentKubeconfig(t, c)
 	unreachable := unreachableKubeconfig(t, kubeconfig)
 	local, err := os.ReadFile(n.ConfigPath)
 	if err != nil {
@@ -53,7 +51,7 @@ func TestAgent(t *testing.T) {
 	// The cluster's Stop ends every agent the test started.
 	start := func(t *testing.T, kubeconfig string) *framework.Agent {
 		t.Helper()
-		a, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+		a, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
 			Kubeconfig:    kubeconfig,
 			HealthTimeout: 20 * time.Second,
 			TrialDuration: 5 * time.Second,
@@ -68,7 +66,7 @@ func TestAgent(t *testing.T) {
 
 	t.Run("agent healthz", func(t *testing.T) {
 		waitFor(t, 10*time.Second, "agent /healthz", func() bool {
-			body, err := httpGet("http://" + n.IP + ":10391/healthz")
+			body, err := framework.HTTPGet("http://" + n.IP + ":10391/healthz")
 			return err == nil && body == "ok"
 		})
 	})
@@ -114,7 +112,7 @@ func TestAgent(t *testing.T) {
 		if !strings.HasPrefix(st.Error, prefix) {
 			t.Errorf("status.error = %q, want prefix %q", st.Error, prefix)
 		}
-		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
+		if !framework.IsConfigMap(st.Active, "agent-a") || !framework.IsConfigMap(st.LastKnownGood, "agent-a") {
 			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
 		}
 		consistentlyNoRestart(t, "the refusal of agent-nokind", 2*time.Second, n.KubeletPID, n.KubeletStarts)
@@ -141,7 +139,7 @@ func TestAgent(t *testing.T) {
 		if !strings.HasPrefix(st.Error, status.ValidateError+": ") {
 			t.Errorf("status.error = %q, want prefix %q", st.Error, status.ValidateError+": ")
 		}
-		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
+		if !framework.IsConfigMap(st.Active, "agent-a") || !framework.IsConfigMap(st.LastKnownGood, "agent-a") {
 			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
 		}
 		if n.KubeletStarts() < starts+2 {
@@ -172,7 +170,7 @@ func TestAgent(t *testing.T) {
 		if st.Error != want {
 			t.Errorf("status.error = %q, want %q", st.Error, want)
 		}
-		if !isCM(st.Active, "agent-a") || !isCM(st.LastKnownGood, "agent-a") {
+		if !framework.IsConfigMap(st.Active, "agent-a") || !framework.IsConfigMap(st.LastKnownGood, "agent-a") {
 			t.Errorf("active %v, lastKnownGood %v; want agent-a for both", st.Active, st.LastKnownGood)
 		}
 		wantCondition(t, c, n.Name, "False", "Failed")
@@ -219,7 +217,7 @@ func TestAgent(t *testing.T) {
 		if st.Error != want {
 			t.Errorf("status.error = %q, want %q", st.Error, want)
 		}
-		if !isCM(st.Active, "agent-a") {
+		if !framework.IsConfigMap(st.Active, "agent-a") {
 			t.Errorf("active %v, want agent-a", st.Active)
 		}
 		wantCondition(t, c, n.Name, "False", "Failed")
@@ -258,7 +256,7 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !isCM(assigned, "agent-c") {
+		if !framework.IsConfigMap(assigned, "agent-c") {
 			t.Errorf("meta/assigned = %v after the kill, want agent-c", assigned)
 		}
 		for _, src := range []*corev1.NodeConfigSource{assigned, mustLKG(t, store)} {
@@ -314,7 +312,7 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		body, err := httpGet("http://" + n.IP + ":10390/metrics")
+		body, err := framework.HTTPGet("http://" + n.IP + ":10390/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -436,10 +434,6 @@ func createConfigMap(t *testing.T, c *framework.Cluster, name, payload string) {
 	}
 }
 
-func isCM(src *corev1.NodeConfigSource, name string) bool {
-	return src != nil && src.ConfigMap != nil && src.ConfigMap.Name == name
-}
-
 func mustLKG(t *testing.T, s *checkpoint.Store) *corev1.NodeConfigSource {
 	t.Helper()
 	lkg, err := s.LastKnownGood()
@@ -487,18 +481,4 @@ func waitReady(t *testing.T, c *framework.Cluster, node string) {
 		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		return err == nil && framework.IsReady(n)
 	})
-}
-
-func httpGet(url string) (string, error) {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	resp, err := client.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return string(body), fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(body), err
 }

@@ -563,7 +563,7 @@ type backgroundDKC struct {
 // startDKCBackground starts the binary against c; the test ends it by its PID.
 func startDKCBackground(t *testing.T, c *framework.Cluster, args ...string) *backgroundDKC {
 	t.Helper()
-	b := &backgroundDKC{cmd: exec.Command(dkcBinary, args...), done: make(chan struct{})}
+	b := &backgroundDKC{cmd: exec.Command(framework.DKCBinary(), args...), done: make(chan struct{})}
 	b.cond = sync.NewCond(&b.mu)
 	b.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
 	stdout, err := b.cmd.StdoutPipe()
@@ -703,7 +703,7 @@ func TestAgentColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := n0.StartAgent(dkcBinary, n0.AgentArgs(framework.AgentOptions{Kubeconfig: kubeconfig, TrialDuration: time.Minute}))
+	agent, err := n0.StartAgent(framework.DKCBinary(), n0.AgentArgs(framework.AgentOptions{Kubeconfig: kubeconfig, TrialDuration: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}

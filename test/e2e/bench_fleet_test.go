@@ -105,7 +105,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		APIServerFlags: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
 	})
 	ctx := context.Background()
-	installCRDs(b, c)
+	framework.InstallCRDs(b, c)
 
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
 		b.Fatal(err)
@@ -162,10 +162,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 	}
 	b.StartTimer()
 	began := time.Now()
-	out, wall, err := runTimed(c.Kubeconfig, append([]string{dkcBinary}, args...)...)
+	out, wall, err := runTimed(c.Kubeconfig, append([]string{framework.DKCBinary()}, args...)...)
 	if err == nil && driver == "controller" {
 		var follow string
-		follow, _, err = runTimed(c.Kubeconfig, dkcBinary, "rollout", "status", "fleet", "-w", "--timeout", "30m")
+		follow, _, err = runTimed(c.Kubeconfig, framework.DKCBinary(), "rollout", "status", "fleet", "-w", "--timeout", "30m")
 		out += follow
 		wall = time.Since(began)
 	}
@@ -173,7 +173,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	if err != nil {
 		b.Fatalf("kubectl dkc %s: %v", strings.Join(args, " "), err)
 	}
-	b.Logf("$ kubectl dkc %s\n%s", strings.Join(args, " "), lastLines(out, 5))
+	b.Logf("$ kubectl dkc %s\n%s", strings.Join(args, " "), framework.LastLines(out, 5))
 
 	cpu := processCPU().minus(cpuBefore)
 	apiAfter, err := readAPIServerMetrics(ctx, c)
@@ -194,7 +194,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	notActive := 0
 	for i := range list.Items {
 		st, _, err := source.Status(&list.Items[i])
-		if err != nil || st == nil || st.Error != "" || !isCM(st.Active, "fleet-target") {
+		if err != nil || st == nil || st.Error != "" || !framework.IsConfigMap(st.Active, "fleet-target") {
 			notActive++
 		}
 	}
@@ -600,7 +600,7 @@ func startBenchController(ctx context.Context, b *testing.B, c *framework.Cluste
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := c.StartController(dkcBinary, kubeconfig, "bench")
+	ctl, err := c.StartController(framework.DKCBinary(), kubeconfig, "bench")
 	if err != nil {
 		return nil, err
 	}
@@ -611,15 +611,6 @@ func startBenchController(ctx context.Context, b *testing.B, c *framework.Cluste
 		return nil, fmt.Errorf("the controller did not lead within 30s: %w; log %s", err, ctl.LogPath)
 	}
 	return ctl, nil
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // fleetStoreDir is where the simulated agents keep their checkpoint stores:

@@ -45,7 +45,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 		idle = time.Duration(n) * time.Second
 	}
 	b.StopTimer()
-	slim := agentBinary(b)
+	slim := framework.AgentBinary(b)
 
 	// The audit log records every request of the agent's user, watches
 	// included, and nothing else.
@@ -102,7 +102,7 @@ rules:
 		args []string
 	}{
 		{"kubectl-dkc-agent", slim, args[1:]}, // args[0] is "agent"
-		{"kubectl-dkc agent", dkcBinary, args},
+		{"kubectl-dkc agent", framework.DKCBinary(), args},
 	}
 	var rows []idleFigures
 	for i, a := range agents {
@@ -232,7 +232,7 @@ func measureIdle(pid int, metricsURL, auditLog string, window time.Duration) (id
 
 // goMetrics reads the unlabelled go_ and process_ metrics of a /metrics page.
 func goMetrics(url string) (map[string]float64, error) {
-	body, err := httpGet(url)
+	body, err := framework.HTTPGet(url)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func auditedRequests(path, user string, from, to time.Time) (map[string]int, err
 func waitHTTP(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		_, err := httpGet(url)
+		_, err := framework.HTTPGet(url)
 		if err == nil {
 			return nil
 		}

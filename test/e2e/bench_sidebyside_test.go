@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,16 +55,7 @@ const sideBySideApplies = 10
 // the ratio of the agent's median to native's (goal: at most 0.55).
 func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	applies := benchEnvInt(b, "DKC_BENCH_SIDE_BY_SIDE_APPLIES", sideBySideApplies, 3)
-	binDir := legacyBinDir()
-	for _, name := range []string{"kube-apiserver", "kubelet"} {
-		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			msg := "missing " + filepath.Join(binDir, name) + ": run `make components-v1.23` (hack/build-components-v1.23.sh)"
-			if framework.InCI() {
-				b.Fatalf("CI=true: %s", msg)
-			}
-			b.Skipf("skipping (set CI=true to make this a failure): %s", msg)
-		}
-	}
+	binDir := framework.LegacyBinDir(b)
 	const gate = "--feature-gates=DynamicKubeletConfig=true"
 	b.StopTimer()
 	c := framework.Setup(b, framework.Options{
@@ -90,7 +80,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 		b.Fatal(err)
 	}
 	if carrier != source.Native {
-		b.Fatalf("carrier %q on apiserver %s with the gate, want %q", carrier, legacyVersion, source.Native)
+		b.Fatalf("carrier %q on apiserver %s with the gate, want %q", carrier, framework.LegacyVersion, source.Native)
 	}
 
 	configs := map[*framework.Node][]string{}
@@ -115,7 +105,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	// docs/agent.md says kubelets older than 1.33 need.
 	status, body := kubeletHealthz(b, withAgent, kubeconfig)
 	if want := "subresource=proxy"; status != http.StatusForbidden || !strings.Contains(body, want) {
-		b.Fatalf("kubelet %s /healthz as the agent with deploy/rbac.yaml only: %d %q, want 403 naming %s", legacyVersion, status, body, want)
+		b.Fatalf("kubelet %s /healthz as the agent with deploy/rbac.yaml only: %d %q, want 403 naming %s", framework.LegacyVersion, status, body, want)
 	}
 	grantOldKubeletProxy(ctx, b, c)
 	// The kubelet caches the 403 for 30 s; the warm-up's restart drops it.
@@ -223,7 +213,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	medianRatio := agt.median.Seconds() / nat.median.Seconds()
 	p90Ratio := agt.p90.Seconds() / nat.p90.Seconds()
 	fmt.Fprintf(&sb, "agent/native: median %.2f, p90 %.2f (goal: median <= 0.55)\n", medianRatio, p90Ratio)
-	b.Logf("native DKC vs dkc agent on kubelet %s, apiserver %s\n%s", legacyVersion, legacyVersion, sb.String())
+	b.Logf("native DKC vs dkc agent on kubelet %s, apiserver %s\n%s", framework.LegacyVersion, framework.LegacyVersion, sb.String())
 
 	b.ReportMetric(float64(agt.median.Nanoseconds()), "ns/op")
 	b.ReportMetric(nat.median.Seconds(), "median-native-s")

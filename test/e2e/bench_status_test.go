@@ -51,7 +51,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	b.StopTimer()
 	c := framework.Setup(b, framework.Options{ControlPlaneOnly: true})
 	ctx := context.Background()
-	installCRDs(b, c)
+	framework.InstallCRDs(b, c)
 
 	nodes := make([]*corev1.Node, count)
 	want := map[string]int{}
@@ -91,7 +91,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	_, _, err = runTimed(c.Kubeconfig, dkcBinary, "rollout", "start", "--config", "kubelet-c", "--all",
+	_, _, err = runTimed(c.Kubeconfig, framework.DKCBinary(), "rollout", "start", "--config", "kubelet-c", "--all",
 		"--max-unavailable", "10%", "--name", "bench-status", "--wait", "--timeout", "5s")
 	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) || exitErr.ExitCode() != dkcstatus.ExitTimeout {
 		b.Fatalf("rollout start --wait --timeout 5s with no agents: %v; want exit code %d (timeout)", err, dkcstatus.ExitTimeout)
@@ -145,9 +145,9 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		runs []time.Duration
 	}
 	cmds := []*command{
-		{name: "kubectl dkc status", argv: []string{dkcBinary, "status"}, rows: count + 1, exit: dkcstatus.ExitConfigError},
+		{name: "kubectl dkc status", argv: []string{framework.DKCBinary(), "status"}, rows: count + 1, exit: dkcstatus.ExitConfigError},
 		{name: "kubectl get nodes", argv: []string{kubectl, "get", "nodes"}, rows: count + 1},
-		{name: "kubectl dkc rollout status", argv: []string{dkcBinary, "rollout", "status", "bench-status"}, rows: -1,
+		{name: "kubectl dkc rollout status", argv: []string{framework.DKCBinary(), "rollout", "status", "bench-status"}, rows: -1,
 			want: fmt.Sprintf("rollout/bench-status: Running, kube-system/kubelet-c over %d nodes", count)},
 		{name: "kubectl get ncp", argv: []string{kubectl, "get", "nodeconfigpools", "-n", source.DefaultNamespace}, rows: 2,
 			want: fmt.Sprintf("kubelet-b   1          %d", count)},
@@ -177,7 +177,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 	}
 	// The dkc table shows what the nodes hold, and exits 2 for the nodes
 	// that report an error.
-	out, _, err := runTimed(c.Kubeconfig, dkcBinary, "status")
+	out, _, err := runTimed(c.Kubeconfig, framework.DKCBinary(), "status")
 	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) || exitErr.ExitCode() != dkcstatus.ExitConfigError {
 		b.Fatalf("dkc status: %v, want exit code %d", err, dkcstatus.ExitConfigError)
 	}

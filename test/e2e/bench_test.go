@@ -133,7 +133,7 @@ func createMaxPodsConfig(ctx context.Context, b *testing.B, c *framework.Cluster
 // returns it and the URL of its /metrics once that answers.
 func startBenchAgent(b *testing.B, n *framework.Node, kubeconfig string, healthTimeout time.Duration) (*framework.Agent, string) {
 	b.Helper()
-	ag, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+	ag, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
 		Kubeconfig:    kubeconfig,
 		HealthTimeout: healthTimeout,
 		TrialDuration: time.Hour,
@@ -144,7 +144,7 @@ func startBenchAgent(b *testing.B, n *framework.Node, kubeconfig string, healthT
 	metricsURL := "http://" + n.IP + ":10390/metrics"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := httpGet(metricsURL); err == nil {
+		if _, err := framework.HTTPGet(metricsURL); err == nil {
 			return ag, metricsURL
 		}
 		if time.Now().After(deadline) {
@@ -305,13 +305,13 @@ func assignAndWatch(ctx context.Context, client kubernetes.Interface, node strin
 				continue
 			}
 			last = st
-			if !isCM(st.Assigned, name) {
+			if !framework.IsConfigMap(st.Assigned, name) {
 				continue
 			}
 			if st.Error != "" {
 				return 0, notReady, fmt.Errorf("status error: %s", st.Error)
 			}
-			if isCM(st.Active, name) {
+			if framework.IsConfigMap(st.Active, name) {
 				return at.Sub(t0), notReady, nil
 			}
 		}
@@ -320,7 +320,7 @@ func assignAndWatch(ctx context.Context, client kubernetes.Interface, node strin
 
 // scrape reads the agent's counters and histogram sums and counts.
 func (ab *assignBench) scrape() (map[string]float64, error) {
-	body, err := httpGet(ab.metricsURL)
+	body, err := framework.HTTPGet(ab.metricsURL)
 	if err != nil {
 		return nil, fmt.Errorf("scrape agent metrics: %w", err)
 	}

@@ -85,7 +85,7 @@ func TestConfinement(t *testing.T) {
 		}
 		createConfigMap(t, c, "confine-42", string(payload))
 		starts := a.KubeletStarts()
-		ag, err := a.StartAgent(dkcBinary, a.AgentArgs(framework.AgentOptions{Kubeconfig: kc, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true}))
+		ag, err := a.StartAgent(framework.DKCBinary(), a.AgentArgs(framework.AgentOptions{Kubeconfig: kc, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true}))
 		if err != nil {
 			t.Fatal(err)
 		}

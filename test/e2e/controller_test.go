@@ -42,7 +42,7 @@ import (
 // how, and deploy/roles.yaml gives each role what it says and no more.
 func TestNodeConfigRolloutAPI(t *testing.T) {
 	c := framework.Setup(t, framework.Options{ControlPlaneOnly: true})
-	installCRDs(t, c)
+	framework.InstallCRDs(t, c)
 	ctx := context.Background()
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
@@ -251,7 +251,7 @@ func TestController(t *testing.T) {
 	}
 	replicas := map[string]*framework.Controller{}
 	startReplica := func(identity string) {
-		ctl, err := c.StartController(dkcBinary, kubeconfig, identity)
+		ctl, err := c.StartController(framework.DKCBinary(), kubeconfig, identity)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +422,7 @@ func TestNodeConfigPool(t *testing.T) {
 	}
 	kubeconfig := userKubeconfig(t, c, framework.ControllerIdentity)
 	for _, id := range []string{"replica-1", "replica-2"} {
-		if _, err := c.StartController(dkcBinary, kubeconfig, id); err != nil {
+		if _, err := c.StartController(framework.DKCBinary(), kubeconfig, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -695,7 +695,7 @@ func TestControllerKilledAtEachPhase(t *testing.T) {
 				})
 			}
 			var err error
-			if victim, err = c.StartController(dkcBinary, kubeconfig, replica()); err != nil {
+			if victim, err = c.StartController(framework.DKCBinary(), kubeconfig, replica()); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = victim.Stop() })
@@ -713,7 +713,7 @@ func TestControllerKilledAtEachPhase(t *testing.T) {
 						return false
 					}
 					assigned, _, err := source.Assigned(readNode(t, c.Client, names[1]))
-					return err == nil && isCM(assigned, name)
+					return err == nil && framework.IsConfigMap(assigned, name)
 				})
 				if err := victim.Kill(); err != nil {
 					t.Fatal(err)
@@ -726,7 +726,7 @@ func TestControllerKilledAtEachPhase(t *testing.T) {
 				t.Fatalf("the controller never reached %q", tc.phase)
 			}
 			t.Logf("killed %s after it %s", victim.Identity, tc.phase)
-			next, err := c.StartController(dkcBinary, direct, replica())
+			next, err := c.StartController(framework.DKCBinary(), direct, replica())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,7 +72,7 @@ func TestAgentKill9(t *testing.T) {
 	}
 	start := func() *framework.Agent {
 		t.Helper()
-		a, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+		a, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
 			Kubeconfig:    kubeconfig,
 			HealthTimeout: 20 * time.Second,
 			// Short, so that kills also hit promotions.

@@ -133,7 +133,7 @@ func TestDaemonSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !isCM(assigned, "ds-a") {
+		if !framework.IsConfigMap(assigned, "ds-a") {
 			t.Errorf("the pod's store at %s has assigned %v, want ds-a", storeDir, assigned)
 		}
 		if ok, err := store.Exists(assigned); err != nil || !ok {
@@ -179,7 +179,7 @@ func TestDaemonSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !isCM(assigned, "ds-b") {
+		if !framework.IsConfigMap(assigned, "ds-b") {
 			t.Errorf("meta/assigned = %v after the kill, want ds-b", assigned)
 		}
 		if ok, err := store.Exists(assigned); err != nil || !ok {
@@ -310,7 +310,7 @@ func logPods(t *testing.T, c *framework.Cluster, selector string) {
 			logs, _ := filepath.Glob(filepath.Join(n.Dir, "pod-logs", "kube-system_"+p.Name+"_*", "*", "*.log"))
 			for _, l := range logs {
 				if b, err := os.ReadFile(l); err == nil {
-					t.Logf("  %s:\n%s", l, lastLines(string(b), 20))
+					t.Logf("  %s:\n%s", l, framework.LastLines(string(b), 20))
 				}
 			}
 		}

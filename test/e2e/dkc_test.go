@@ -26,7 +26,7 @@ func dkc(t *testing.T, c *framework.Cluster, stdin string, args ...string) resul
 // other users than the admin.
 func dkcAs(t *testing.T, kubeconfig, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(dkcBinary, args...)
+	cmd := exec.Command(framework.DKCBinary(), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer

@@ -75,7 +75,7 @@ func TestFaults(t *testing.T) {
 		args := append(append([]string{}, n1Args...), "--metrics-bind-address", "0", "--health-bind-address", "0")
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		cmd := n1.Command(dkcBinary, args...)
+		cmd := n1.Command(framework.DKCBinary(), args...)
 		second := exec.CommandContext(tctx, cmd.Args[0], cmd.Args[1:]...)
 		out, err := second.CombinedOutput()
 		t.Logf("second agent: %v\n%s", err, out)
@@ -106,7 +106,7 @@ func TestFaults(t *testing.T) {
 		}
 		ag1 = f.startAgent(t, n1, n1Args)
 		waitFor(t, 30*time.Second, "the new agent's /healthz", func() bool {
-			body, err := httpGet("http://" + n1.IP + ":10391/healthz")
+			body, err := framework.HTTPGet("http://" + n1.IP + ":10391/healthz")
 			return err == nil && body == "ok"
 		})
 		lock, err := os.ReadFile(filepath.Join(storeDir, checkpoint.LockFileName))
@@ -160,7 +160,7 @@ func TestFaults(t *testing.T) {
 		if st.Error != want {
 			t.Errorf("status.error = %q, want %q", st.Error, want)
 		}
-		if !isCM(st.Assigned, "faults-c") || !isCM(st.Active, "faults-c") {
+		if !framework.IsConfigMap(st.Assigned, "faults-c") || !framework.IsConfigMap(st.Active, "faults-c") {
 			t.Errorf("assigned %v, active %v; want faults-c for both: the kubelet runs it", st.Assigned, st.Active)
 		}
 		consistentlyNoRestart(t, "the download error for faults-c", 3*time.Second, n1.KubeletPID, n1.KubeletStarts)
@@ -205,7 +205,7 @@ func TestFaults(t *testing.T) {
 		if !strings.Contains(st.Error, "no space left on device") {
 			t.Errorf("status.error = %q, want it to say %q", st.Error, "no space left on device")
 		}
-		if !isCM(st.Assigned, "faults-fs-big") || !isCM(st.Active, "faults-fs-a") {
+		if !framework.IsConfigMap(st.Assigned, "faults-fs-big") || !framework.IsConfigMap(st.Active, "faults-fs-a") {
 			t.Errorf("assigned %v, active %v; want faults-fs-big assigned, faults-fs-a active", st.Assigned, st.Active)
 		}
 		consistentlyNoRestart(t, "the full store's error", 3*time.Second, n2.KubeletPID, n2.KubeletStarts)
@@ -261,7 +261,7 @@ func TestFaults(t *testing.T) {
 				"health-gate failure, 'rolled back', and 'the last-known-good config failed too' (its write fails the same way), " +
 				"and records the error against the assignment, so the agent does not retry once the directory is writable.")
 		}
-		if !isCM(st.Assigned, "faults-ro-b") || !isCM(st.Active, "faults-ro-a") || !isCM(st.LastKnownGood, "faults-ro-a") {
+		if !framework.IsConfigMap(st.Assigned, "faults-ro-b") || !framework.IsConfigMap(st.Active, "faults-ro-a") || !framework.IsConfigMap(st.LastKnownGood, "faults-ro-a") {
 			t.Errorf("assigned %v, active %v, lastKnownGood %v; want faults-ro-b, faults-ro-a, faults-ro-a", st.Assigned, st.Active, st.LastKnownGood)
 		}
 		consistentlyNoRestart(t, "the read-only directory's error", 3*time.Second, n3.KubeletPID, n3.KubeletStarts)
@@ -307,7 +307,7 @@ func TestFaults(t *testing.T) {
 			t.Logf("A kubelet whose own checks pass must not be rolled back because the apiserver does not answer. "+
 				"The agent rolled back; its log says why: %s", rollbackLogLine(n1))
 		}
-		if body, err := httpGet("http://" + n1.IP + ":10248/healthz"); err != nil || body != "ok" {
+		if body, err := framework.HTTPGet("http://" + n1.IP + ":10248/healthz"); err != nil || body != "ok" {
 			t.Errorf("kubelet healthz while the apiserver is away: %q, %v", body, err)
 		}
 		if got := f.readFile(t, n1.ConfigPath); got != f.payloads["faults-d"] {
@@ -366,7 +366,7 @@ func (f *faultEnv) agentArgs(n *framework.Node, extra ...string) []string {
 
 func (f *faultEnv) startAgent(t *testing.T, n *framework.Node, args []string) *framework.Agent {
 	t.Helper()
-	a, err := n.StartAgent(dkcBinary, args)
+	a, err := n.StartAgent(framework.DKCBinary(), args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func (f *faultEnv) startAgent(t *testing.T, n *framework.Node, args []string) *f
 
 func (f *faultEnv) startAgentInMountNS(t *testing.T, n *framework.Node, args []string, setup ...string) *framework.Agent {
 	t.Helper()
-	a, err := n.StartAgentInMountNS(dkcBinary, args, setup...)
+	a, err := n.StartAgentInMountNS(framework.DKCBinary(), args, setup...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func (f *faultEnv) startAgentInMountNS(t *testing.T, n *framework.Node, args []s
 		if a.PID() == 0 {
 			t.Fatalf("agent on %s exited; see %s:\n%s", n.Name, a.LogPath, f.readFile(t, a.LogPath))
 		}
-		body, err := httpGet("http://" + n.IP + ":10391/healthz")
+		body, err := framework.HTTPGet("http://" + n.IP + ":10391/healthz")
 		return err == nil && body == "ok"
 	})
 	return a
@@ -452,11 +452,11 @@ func (f *faultEnv) readFile(t *testing.T, path string) string {
 // decodes, every checkpoint it names loads, and no temporary file is left.
 func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assigned, active string) {
 	t.Helper()
-	if body, err := httpGet("http://" + n.IP + ":10248/healthz"); err != nil || body != "ok" {
+	if body, err := framework.HTTPGet("http://" + n.IP + ":10248/healthz"); err != nil || body != "ok" {
 		t.Errorf("kubelet healthz on %s: %q, %v", n.Name, body, err)
 	}
 	st := eventuallyStatus(t, f.c, n.Name, 10*time.Second, AnyStatus())
-	if !isCM(st.Assigned, assigned) || !isCM(st.Active, active) {
+	if !framework.IsConfigMap(st.Assigned, assigned) || !framework.IsConfigMap(st.Active, active) {
 		t.Errorf("status of %s: assigned %v, active %v; want %s, %s", n.Name, st.Assigned, st.Active, assigned, active)
 	}
 	onDisk := f.readFile(t, n.ConfigPath)
@@ -498,7 +498,7 @@ func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assign
 			t.Errorf("store of %s: checkpoint of the recorded %s %s: %v", n.Name, what, src.ConfigMap.Name, err)
 		}
 	}
-	if !isCM(rec.Active, active) {
+	if !framework.IsConfigMap(rec.Active, active) {
 		t.Errorf("store of %s records active %v, want %s", n.Name, rec.Active, active)
 	}
 	if st.Active != nil && st.Active.ConfigMap != nil {

@@ -1,37 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
-
-// agentKubeconfig applies deploy/rbac.yaml to c and returns a kubeconfig of
-// the agent's identity (framework.AgentIdentity), bound by it.
-func agentKubeconfig(t testing.TB, c *framework.Cluster) string {
-	t.Helper()
-	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubeconfig
-}
-
-// installCRDs installs deploy/crds.yaml in c.
-func installCRDs(t testing.TB, c *framework.Cluster) {
-	t.Helper()
-	if err := c.InstallCRDs(context.Background(), filepath.Join("..", "..", "deploy", "crds.yaml")); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // nodeConfig returns n's local kubelet config with edit applied (nil: as
 // it is), as YAML: a payload that differs from what n runs only where edit

@@ -234,7 +234,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 			if err := n.Kubeadm(ctx, &out, "upgrade", "node", "phase", "kubelet-config", "--v=1"); err != nil {
 				t.Fatalf("kubeadm upgrade node phase kubelet-config: %v\n%s", err, out.String())
 			}
-			t.Logf("kubeadm upgrade node phase kubelet-config:\n%s", lastLines(out.String(), 2))
+			t.Logf("kubeadm upgrade node phase kubelet-config:\n%s", framework.LastLines(out.String(), 2))
 			if _, err := n.Systemd.Systemctl("restart", "kubelet.service"); err != nil {
 				t.Fatal(err)
 			}

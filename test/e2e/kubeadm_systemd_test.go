@@ -36,7 +36,7 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			if b, err := os.ReadFile(n.Path("/var/log/kubectl-dkc-agent.log")); err == nil {
-				t.Logf("agent log:\n%s", lastLines(string(b), 40))
+				t.Logf("agent log:\n%s", framework.LastLines(string(b), 40))
 			}
 		}
 	})
@@ -50,7 +50,7 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := os.ReadFile(agentBinary(t))
+	bin, err := os.ReadFile(framework.AgentBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,19 +21,6 @@ import (
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
-// legacyVersion is the last release whose kubelet runs Dynamic Kubelet
-// Configuration itself (hack/build-components-v1.23.sh).
-const legacyVersion = "v1.23.17"
-
-// legacyBinDir holds kube-apiserver and kubelet v1.23.17: $DKC_LEGACY_BIN_DIR,
-// else where hack/build-components-v1.23.sh puts them.
-func legacyBinDir() string {
-	if d := os.Getenv("DKC_LEGACY_BIN_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(framework.CacheBinDir(), legacyVersion)
-}
-
 // warningRecorder collects the apiserver's warning headers.
 type warningRecorder struct {
 	mu   sync.Mutex
@@ -58,16 +45,7 @@ func (w *warningRecorder) all() []string {
 // the config that dkc snapshots, pushes and assigns through the native
 // spec.configSource, and dkc reset sends it back to its local config.
 func TestLegacyNativeDKC(t *testing.T) {
-	binDir := legacyBinDir()
-	for _, name := range []string{"kube-apiserver", "kubelet"} {
-		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			msg := "missing " + filepath.Join(binDir, name) + ": run `make components-v1.23` (hack/build-components-v1.23.sh)"
-			if framework.InCI() {
-				t.Fatalf("CI=true: %s", msg)
-			}
-			t.Skipf("skipping (set CI=true to make this a failure): %s", msg)
-		}
-	}
+	binDir := framework.LegacyBinDir(t)
 	const gate = "--feature-gates=DynamicKubeletConfig=true"
 	c := framework.Setup(t, framework.Options{
 		Nodes:          1,
@@ -89,12 +67,12 @@ func TestLegacyNativeDKC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.GitVersion != legacyVersion {
-			t.Errorf("apiserver version %q, want %q", v.GitVersion, legacyVersion)
+		if v.GitVersion != framework.LegacyVersion {
+			t.Errorf("apiserver version %q, want %q", v.GitVersion, framework.LegacyVersion)
 		}
 		node := getNode(t, c, n.Name)
-		if got := node.Status.NodeInfo.KubeletVersion; got != legacyVersion {
-			t.Errorf("kubelet version %q, want %q", got, legacyVersion)
+		if got := node.Status.NodeInfo.KubeletVersion; got != framework.LegacyVersion {
+			t.Errorf("kubelet version %q, want %q", got, framework.LegacyVersion)
 		}
 		out, err := exec.Command(filepath.Join(framework.DefaultBinDir(), "etcd"), "--version").CombinedOutput()
 		if err != nil {
@@ -109,7 +87,7 @@ func TestLegacyNativeDKC(t *testing.T) {
 	// configz on 1.23 has no kind or apiVersion: the snapshot adds them.
 	original := configz(t, c, n.Name)
 	if _, ok := original["kind"]; ok {
-		t.Errorf("configz of kubelet %s has a kind; DESIGN.md says it has none before 1.36", legacyVersion)
+		t.Errorf("configz of kubelet %s has a kind; DESIGN.md says it has none before 1.36", framework.LegacyVersion)
 	}
 	if got := original["maxPods"]; got != float64(110) {
 		t.Fatalf("configz maxPods %v, want 110", got)

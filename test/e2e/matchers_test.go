@@ -28,21 +28,21 @@ type statusMatcher struct {
 // Active matches a status whose active config is the ConfigMap cm.
 func Active(cm string) statusMatcher {
 	return statusMatcher{"active " + cm, func(st *corev1.NodeConfigStatus) bool {
-		return st != nil && isCM(st.Active, cm)
+		return st != nil && framework.IsConfigMap(st.Active, cm)
 	}}
 }
 
 // LKG matches a status whose last-known-good config is the ConfigMap cm.
 func LKG(cm string) statusMatcher {
 	return statusMatcher{"last-known-good " + cm, func(st *corev1.NodeConfigStatus) bool {
-		return st != nil && isCM(st.LastKnownGood, cm)
+		return st != nil && framework.IsConfigMap(st.LastKnownGood, cm)
 	}}
 }
 
 // Assigned matches a status whose assigned config is the ConfigMap cm.
 func Assigned(cm string) statusMatcher {
 	return statusMatcher{"assigned " + cm, func(st *corev1.NodeConfigStatus) bool {
-		return st != nil && isCM(st.Assigned, cm)
+		return st != nil && framework.IsConfigMap(st.Assigned, cm)
 	}}
 }
 
@@ -106,7 +106,7 @@ func eventuallyStatus(t *testing.T, c *framework.Cluster, node string, timeout t
 	t.Helper()
 	var last *corev1.NodeConfigStatus
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		cmd := exec.Command(dkcBinary, "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json")
+		cmd := exec.Command(framework.DKCBinary(), "--kubeconfig", c.Kubeconfig, "status", node, "-o", "json")
 		out, err := cmd.Output()
 		// A node's error for its assignment exits 2 after the list.
 		if err != nil && cmd.ProcessState.ExitCode() != status.ExitConfigError {

@@ -25,8 +25,8 @@ func TestAPIServerOutage(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 1})
 	ctx := context.Background()
 	n := c.Nodes[0]
-	kubeconfig := agentKubeconfig(t, c)
-	ag, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+	kubeconfig := framework.AgentKubeconfig(t, c)
+	ag, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
 		Kubeconfig:    kubeconfig,
 		TrialDuration: 5 * time.Second,
 		Extra:         []string{"--apiserver-grace-period", outageGrace.String()},
@@ -47,7 +47,7 @@ func TestAPIServerOutage(t *testing.T) {
 	mustDKC(t, c, "", "assign", n.Name, "--config", "outage-a")
 	eventuallyStatus(t, c, n.Name, time.Minute, Active("outage-a"), LKG("outage-a"), NoError())
 	waitFor(t, 10*time.Second, "/readyz ok", func() bool {
-		body, err := httpGet(readyz)
+		body, err := framework.HTTPGet(readyz)
 		return err == nil && body == "ok"
 	})
 	pid, starts := n.KubeletPID(), n.KubeletStarts()
@@ -63,7 +63,7 @@ func TestAPIServerOutage(t *testing.T) {
 		if now, err := os.ReadFile(n.ConfigPath); err != nil || string(now) != string(config) {
 			t.Errorf("%s: kubelet config changed (%v):\n%s", when, err, now)
 		}
-		if body, err := httpGet("http://" + n.IP + ":10248/healthz"); err != nil || body != "ok" {
+		if body, err := framework.HTTPGet("http://" + n.IP + ":10248/healthz"); err != nil || body != "ok" {
 			t.Errorf("%s: kubelet healthz %q, %v", when, body, err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestAPIServerOutage(t *testing.T) {
 	var body string
 	waitFor(t, outageGrace+30*time.Second, "/readyz 503", func() bool {
 		var err error
-		body, err = httpGet(readyz)
+		body, err = framework.HTTPGet(readyz)
 		return err != nil && strings.HasPrefix(body, "apiserver unreachable for ")
 	})
 	if d := time.Since(stoppedAt); d < outageGrace {
@@ -97,7 +97,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if !strings.Contains(body, "(since ") || !strings.Contains(body, "connection refused") {
 		t.Errorf("/readyz says %q, want when the outage began and the error (connection refused)", body)
 	}
-	if got, err := httpGet(healthz); err != nil || got != "ok" {
+	if got, err := framework.HTTPGet(healthz); err != nil || got != "ok" {
 		t.Errorf("/healthz during the outage: %q, %v; want ok", got, err)
 	}
 	wantLogged := "Apiserver unreachable for longer than the grace period"
@@ -113,7 +113,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// Ready again once the apiserver is back, with one line that says
 	// after how long.
 	waitFor(t, time.Minute, "/readyz ok", func() bool {
-		body, err := httpGet(readyz)
+		body, err := framework.HTTPGet(readyz)
 		return err == nil && body == "ok"
 	})
 	waitFor(t, 10*time.Second, `"Apiserver reachable again" in the agent's log`, func() bool {

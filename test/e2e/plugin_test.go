@@ -23,10 +23,11 @@ func TestPluginDiscovery(t *testing.T) {
 	}
 	// kubectl finds plugins by file name: the directory must hold a
 	// kubectl-dkc, which the harness's build is, and DKC_BINARY may not be.
-	pluginDir := filepath.Dir(dkcBinary)
-	if filepath.Base(dkcBinary) != "kubectl-dkc" {
+	dkc := framework.DKCBinary()
+	pluginDir := filepath.Dir(dkc)
+	if filepath.Base(dkc) != "kubectl-dkc" {
 		pluginDir = t.TempDir()
-		if err := os.Symlink(dkcBinary, filepath.Join(pluginDir, "kubectl-dkc")); err != nil {
+		if err := os.Symlink(dkc, filepath.Join(pluginDir, "kubectl-dkc")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -315,7 +315,7 @@ func TestPrivilege(t *testing.T) {
 		}
 		createConfigMap(t, c, "privilege-42", string(payload))
 		proxyBefore := apiserverMetric(t, c, "apiserver_request_total", `resource="nodes"`, `subresource="proxy"`)
-		ag, err := a.StartAgent(dkcBinary, a.AgentArgs(framework.AgentOptions{Kubeconfig: kcA, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true, Extra: []string{"-v=2"}}))
+		ag, err := a.StartAgent(framework.DKCBinary(), a.AgentArgs(framework.AgentOptions{Kubeconfig: kcA, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true, Extra: []string{"-v=2"}}))
 		if err != nil {
 			t.Fatal(err)
 		}

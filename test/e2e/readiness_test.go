@@ -67,8 +67,8 @@ func testReadinessAcrossApply(t *testing.T, kubeletBinDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
-		Kubeconfig:    agentKubeconfig(t, c),
+	if _, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
+		Kubeconfig:    framework.AgentKubeconfig(t, c),
 		HealthTimeout: time.Minute,
 		Extra:         []string{"-v=2", "--pod-ready-timeout=20s"},
 	})); err != nil {

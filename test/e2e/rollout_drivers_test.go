@@ -98,7 +98,7 @@ func TestRolloutDrivers(t *testing.T) {
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("assignment patch at the stale resourceVersion %s: %v, want Conflict", stale.ResourceVersion, err)
 		}
-		if src := assigned(t, n); isCM(src, "never-applied") {
+		if src := assigned(t, n); framework.IsConfigMap(src, "never-applied") {
 			t.Fatalf("node %s assigned never-applied despite the Conflict", n)
 		}
 	})
@@ -227,7 +227,7 @@ func TestRolloutDrivers(t *testing.T) {
 			"--max-unavailable", "1", "--wait", "--timeout", "90s")
 		bg.waitForLine(t, 2*time.Minute, func(l string) bool { return l == "rollout/manual-inprogress node/"+mid+" InProgress wave=1" })
 		waitHeld(t, mid)
-		if src := assigned(t, mid); !isCM(src, "drv-z") {
+		if src := assigned(t, mid); !framework.IsConfigMap(src, "drv-z") {
 			t.Fatalf("node %s held in its restart is assigned %s, want drv-z", mid, rollout.DescribeTarget(src))
 		}
 		assignedAt := time.Now()
@@ -258,7 +258,7 @@ func TestRolloutDrivers(t *testing.T) {
 
 		// Another driver must not overwrite the operator either.
 		r := dkc(t, c, "", "rollout", "resume", "manual-inprogress", "--timeout", "90s")
-		if src := assigned(t, mid); !isCM(src, "drv-w") {
+		if src := assigned(t, mid); !framework.IsConfigMap(src, "drv-w") {
 			t.Errorf("after rollout resume node %s is assigned %s: the operator's kube-system/drv-w was overwritten", mid, rollout.DescribeTarget(src))
 		}
 		if r.ExitCode == 0 {

@@ -95,7 +95,7 @@ func TestRollout(t *testing.T) {
 			if got := n.KubeletPID(); got != pids[n.Name] {
 				t.Errorf("node %s: kubelet PID %d, was %d: restarted after the canary failed", n.Name, got, pids[n.Name])
 			}
-			if src, _, _ := source.Assigned(readNode(t, c.Client, n.Name)); !isCM(src, "ro-a") {
+			if src, _, _ := source.Assigned(readNode(t, c.Client, n.Name)); !framework.IsConfigMap(src, "ro-a") {
 				t.Errorf("node %s assigned %v, want still ro-a", n.Name, src)
 			}
 		}
@@ -140,7 +140,7 @@ func TestRollout(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range h {
-				if e.Result == source.ResultApplied && isCM(e.Source, "ro-c") {
+				if e.Result == source.ResultApplied && framework.IsConfigMap(e.Source, "ro-c") {
 					applied++
 				}
 			}
@@ -168,14 +168,14 @@ func TestRollout(t *testing.T) {
 		// Longer than the soak: no node after the canary gets ro-d.
 		consistently(t, 12*time.Second, "paused", func() bool {
 			for _, n := range names[1:] {
-				if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-c") {
+				if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !framework.IsConfigMap(src, "ro-c") {
 					return false
 				}
 			}
 			return true
 		})
 		for _, n := range names[1:] {
-			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-c") {
+			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !framework.IsConfigMap(src, "ro-c") {
 				t.Errorf("paused rollout assigned %v to %s", src, n)
 			}
 		}
@@ -186,7 +186,7 @@ func TestRollout(t *testing.T) {
 			t.Fatalf("rollout resume: exit %d", r.ExitCode)
 		}
 		for _, n := range names {
-			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !isCM(src, "ro-d") {
+			if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !framework.IsConfigMap(src, "ro-d") {
 				t.Errorf("after resume %s is assigned %v, want ro-d", n, src)
 			}
 		}
@@ -291,7 +291,7 @@ func TestRollout(t *testing.T) {
 func rolloutCluster(t *testing.T, agentFlags func(*framework.Node) []string) (*framework.Cluster, []string) {
 	t.Helper()
 	c := framework.Setup(t, framework.Options{Nodes: 3})
-	installCRDs(t, c)
+	framework.InstallCRDs(t, c)
 	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -311,13 +311,13 @@ func rolloutCluster(t *testing.T, agentFlags func(*framework.Node) []string) (*f
 		if agentFlags != nil {
 			o.Extra = agentFlags(n)
 		}
-		if _, err := n.StartAgent(dkcBinary, n.AgentArgs(o)); err != nil {
+		if _, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(o)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, n := range c.Nodes {
 		waitFor(t, 20*time.Second, "agent /healthz on "+n.Name, func() bool {
-			body, err := httpGet("http://" + n.IP + ":10391/healthz")
+			body, err := framework.HTTPGet("http://" + n.IP + ":10391/healthz")
 			return err == nil && body == "ok"
 		})
 	}

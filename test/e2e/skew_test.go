@@ -97,7 +97,7 @@ func TestKubeletSkew(t *testing.T) {
 		node *framework.Node
 		mode string
 	}{{replace, "replace"}, {dropin, "dropin"}} {
-		if _, err := n.node.StartAgent(dkcBinary, n.node.AgentArgs(framework.AgentOptions{
+		if _, err := n.node.StartAgent(framework.DKCBinary(), n.node.AgentArgs(framework.AgentOptions{
 			Kubeconfig:    kubeconfig,
 			ApplyMode:     n.mode,
 			HealthTimeout: 20 * time.Second,
@@ -156,7 +156,7 @@ func TestKubeletSkew(t *testing.T) {
 		if !strings.HasPrefix(st.Error, status.ValidateError+": ") {
 			t.Errorf("status.error = %q, want prefix %q", st.Error, status.ValidateError+": ")
 		}
-		if !isCM(st.Active, "skew-a") {
+		if !framework.IsConfigMap(st.Active, "skew-a") {
 			t.Errorf("active %v, want skew-a", st.Active)
 		}
 		if got := configz(t, c, replace.Name)["maxPods"]; got != float64(43) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -211,7 +210,7 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := agentBinary(t)
+	agent := framework.AgentBinary(t)
 	// A service with default dependencies needs these targets; this manager
 	// boots no system, so they are empty.
 	units := map[string]string{
@@ -576,19 +575,4 @@ func recordAssignment(t *testing.T, dir, name, payload string, active *corev1.No
 	if err := store.SetState(checkpoint.State{Assigned: src, AssignedAt: &now, Active: active}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// agentBinary is the slim kubectl-dkc-agent: $DKC_AGENT_BINARY (make e2e
-// builds it), else built here.
-func agentBinary(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("DKC_AGENT_BINARY"); p != "" {
-		return p
-	}
-	p := filepath.Join(t.TempDir(), "kubectl-dkc-agent")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", p, "github.com/kubectl-dkc/dkc/cmd/kubectl-dkc-agent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl-dkc-agent: %v\n%s", err, out)
-	}
-	return p
 }

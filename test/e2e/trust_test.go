@@ -39,10 +39,10 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 	c := framework.Setup(t, framework.Options{Nodes: 1, KubeletBinDir: kubeletBinDir})
 	ctx := context.Background()
 	n := c.Nodes[0]
-	kubeconfig := agentKubeconfig(t, c)
+	kubeconfig := framework.AgentKubeconfig(t, c)
 	payload := func(edit func(cfg map[string]any)) string { return nodeConfig(t, n, edit) }
 	maxPods := func(v int) func(map[string]any) { return func(cfg map[string]any) { cfg["maxPods"] = v } }
-	if _, err := n.StartAgent(dkcBinary, n.AgentArgs(framework.AgentOptions{
+	if _, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
 		Kubeconfig:    kubeconfig,
 		HealthTimeout: 30 * time.Second,
 		TrialDuration: 2 * time.Second,
@@ -71,7 +71,7 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 		if !strings.Contains(st.Error, want) {
 			t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
 		}
-		if !isCM(st.Active, good) {
+		if !framework.IsConfigMap(st.Active, good) {
 			t.Errorf("active %v, want %s", st.Active, good)
 		}
 		wantCondition(t, c, n.Name, "False", reason)

@@ -129,6 +129,11 @@ func DefaultBinDir() string {
 	return filepath.Join(CacheBinDir(), "v1.37.2")
 }
 
+// LegacyVersion is the last release whose kubelet runs Dynamic Kubelet
+// Configuration itself (hack/build-components-v1.23.sh); LegacyBinDir holds
+// its components.
+const LegacyVersion = "v1.23.17"
+
 // CacheBinDir is where the hack/build-components*.sh scripts put what they
 // build, one directory per version: ~/.cache/kubectl-dkc/bin.
 func CacheBinDir() string {

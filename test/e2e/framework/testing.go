@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -56,9 +57,64 @@ func tail(path string, lines int) string {
 	if err != nil {
 		return err.Error()
 	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
+	return LastLines(string(b), lines)
+}
+
+// LastLines is the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(all, "\n")
+	return strings.Join(lines, "\n")
+}
+
+// deployPath is the path of file name of deploy/ as the tests see it: go test runs a
+// package's tests in its directory, and the packages that use the framework
+// are test/e2e and test/bench.
+func deployPath(name string) string { return filepath.Join("..", "..", "deploy", name) }
+
+// InstallCRDs installs deploy/crds.yaml in c (c.InstallCRDs), and fails tb
+// if it cannot.
+func InstallCRDs(tb testing.TB, c *Cluster) {
+	tb.Helper()
+	if err := c.InstallCRDs(context.Background(), deployPath("crds.yaml")); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// AgentKubeconfig applies deploy/rbac.yaml to c and returns a kubeconfig of
+// the agent's identity (AgentIdentity), bound by it.
+func AgentKubeconfig(tb testing.TB, c *Cluster) string {
+	tb.Helper()
+	if err := c.ApplyManifest(context.Background(), deployPath("rbac.yaml"), false); err != nil {
+		tb.Fatal(err)
+	}
+	kubeconfig, err := c.UserKubeconfig(AgentIdentity)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// LegacyBinDir is the directory that holds kube-apiserver and kubelet
+// LegacyVersion: $DKC_LEGACY_BIN_DIR, else where
+// hack/build-components-v1.23.sh puts them. When either is missing, tb
+// fails in CI and is skipped elsewhere.
+func LegacyBinDir(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("DKC_LEGACY_BIN_DIR")
+	if dir == "" {
+		dir = filepath.Join(CacheBinDir(), LegacyVersion)
+	}
+	for _, name := range []string{"kube-apiserver", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			msg := "missing " + filepath.Join(dir, name) + ": run `make components-v1.23` (hack/build-components-v1.23.sh)"
+			if InCI() {
+				tb.Fatalf("CI=true: %s", msg)
+			}
+			tb.Skipf("skipping (set CI=true to make this a failure): %s", msg)
+		}
+	}
+	return dir
 }
