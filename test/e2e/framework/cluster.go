@@ -1,6 +1,7 @@
 // Package framework starts real Kubernetes components for dkc's e2e tests
-// and for the local cluster: etcd and kube-apiserver on the host, and N
-// kubelets on containerd, each in its own network and mount namespace.
+// (test/e2e), its benchmarks (test/bench) and the local cluster: etcd and
+// kube-apiserver on the host, and N kubelets on containerd, each in its own
+// network and mount namespace.
 //
 // Nothing of the host changes: components see private copies of /etc/hosts,
 // /etc/resolv.conf and the /proc/sys files the kubelet writes; the kubelet's
