@@ -142,7 +142,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s), one after another (doc
 
 .PHONY: bench
 bench: test-deps components components-v1.23 build agent ## Benchmarks on real components, or only those matching BENCH=regexp (docs/performance.md)
-	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent go test -v -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=1 -timeout 60m ./test/e2e/
+	DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent go test -v -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=1 -timeout 60m ./test/bench/
 
 .PHONY: test
 # The checks and unit tests run while the components build, three at a
