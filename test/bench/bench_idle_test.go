@@ -67,13 +67,7 @@ rules:
 	}})
 	ctx := context.Background()
 	n := c.Nodes[0]
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := framework.AgentKubeconfig(b, c)
 	local, err := os.ReadFile(n.ConfigPath)
 	if err != nil {
 		b.Fatal(err)

@@ -92,13 +92,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 		}
 	}
 
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := framework.AgentKubeconfig(b, c)
 	// Kubelet 1.23 has no fine-grained kubelet authorization: it asks for
 	// nodes/proxy on /healthz and /configz, which deploy/rbac.yaml does not
 	// grant, so the agent's health gate could never pass. Grant what

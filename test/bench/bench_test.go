@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,13 +59,7 @@ func BenchmarkAssignToActive(b *testing.B) {
 	ctx := context.Background()
 	n := c.Nodes[0]
 
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
-		b.Fatal(err)
-	}
-	kubeconfig, err := c.UserKubeconfig(framework.AgentIdentity)
-	if err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := framework.AgentKubeconfig(b, c)
 	names := []string{"bench-a", "bench-b"}
 	for i, name := range names {
 		createMaxPodsConfig(ctx, b, c, n, name, 41+i)
