@@ -69,9 +69,9 @@ func LastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// deployPath is the path of file name of deploy/ as the tests see it: go test runs a
-// package's tests in its directory, and the packages that use the framework
-// are test/e2e and test/bench.
+// deployPath is deploy/name as the tests see it: go test runs a package's
+// tests in the package's directory, and the packages that use these helpers
+// are test/e2e and test/bench, two levels below the repository's root.
 func deployPath(name string) string { return filepath.Join("..", "..", "deploy", name) }
 
 // InstallCRDs installs deploy/crds.yaml in c (c.InstallCRDs), and fails tb
