@@ -26,6 +26,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
@@ -540,7 +541,9 @@ func TestTrialSurvivesAgentRestart(t *testing.T) {
 // store names, restarting the kubelet only when it rewrote the config.
 func TestStartupWithoutAPI(t *testing.T) {
 	tests := map[string]struct {
-		// setup leaves the store and the kubelet's config as a crash would.
+		// setup leaves the store and the kubelet's config as a crash of
+		// an older dkc would: the store without a record, which startup
+		// adopts.
 		setup        func(t *testing.T, e *env)
 		wantConfig   string
 		wantRestarts []string
@@ -548,7 +551,7 @@ func TestStartupWithoutAPI(t *testing.T) {
 		"assigned recorded, config not written yet": {
 			setup: func(t *testing.T, e *env) {
 				save(t, e, "a", cfgA)
-				must(t, e.store.SetAssigned(ref("a", "1")))
+				e.writeOlderStore(t, checkpointtest.Layout{Assigned: ref("a", "1")})
 			},
 			wantConfig:   cfgA,
 			wantRestarts: []string{"Restart"},
@@ -557,9 +560,8 @@ func TestStartupWithoutAPI(t *testing.T) {
 			setup: func(t *testing.T, e *env) {
 				save(t, e, "a", cfgA)
 				save(t, e, "b", cfgB)
-				must(t, e.store.SetLastKnownGood(ref("a", "1")))
-				must(t, e.store.SetAssigned(ref("b", "1")))
-				must(t, e.store.SetLastError("failed to validate config, see Kubelet log for details: x"))
+				e.writeOlderStore(t, checkpointtest.Layout{Assigned: ref("b", "1"), LastKnownGood: ref("a", "1"),
+					LastError: "failed to validate config, see Kubelet log for details: x"})
 				e.writer.Current = []byte(cfgB)
 			},
 			wantConfig:   cfgA,
@@ -568,8 +570,8 @@ func TestStartupWithoutAPI(t *testing.T) {
 		"assigned recorded as failed, local last-known-good": {
 			setup: func(t *testing.T, e *env) {
 				save(t, e, "b", cfgB)
-				must(t, e.store.SetAssigned(ref("b", "1")))
-				must(t, e.store.SetLastError("failed to validate config, see Kubelet log for details: x"))
+				e.writeOlderStore(t, checkpointtest.Layout{Assigned: ref("b", "1"),
+					LastError: "failed to validate config, see Kubelet log for details: x"})
 				e.writer.Current, e.writer.Owned = []byte(cfgB), true
 			},
 			wantConfig:   local,
@@ -578,7 +580,7 @@ func TestStartupWithoutAPI(t *testing.T) {
 		"consistent: no restart": {
 			setup: func(t *testing.T, e *env) {
 				save(t, e, "a", cfgA)
-				must(t, e.store.SetAssigned(ref("a", "1")))
+				e.writeOlderStore(t, checkpointtest.Layout{Assigned: ref("a", "1")})
 				e.writer.Current = []byte(cfgA)
 			},
 			wantConfig: cfgA,
@@ -586,7 +588,7 @@ func TestStartupWithoutAPI(t *testing.T) {
 		"reset recorded, config not restored yet": {
 			setup: func(t *testing.T, e *env) {
 				save(t, e, "a", cfgA)
-				must(t, e.store.SetLastKnownGood(ref("a", "1")))
+				e.writeOlderStore(t, checkpointtest.Layout{LastKnownGood: ref("a", "1")})
 				e.writer.Current, e.writer.Owned = []byte(cfgA), true
 			},
 			wantConfig:   local,
@@ -645,8 +647,8 @@ func TestReset(t *testing.T) {
 	if st.Assigned != nil || st.LastKnownGood != nil {
 		t.Errorf("store after reset: assigned %v, last-known-good %v; want both local", st.Assigned, st.LastKnownGood)
 	}
-	if ok, err := e.store.Exists(ref("a", "1")); err != nil || ok {
-		t.Errorf("checkpoint of a after reset: exists %v (%v), want garbage-collected", ok, err)
+	if _, err := e.store.LoadKey(ref("a", "1")); err == nil || err.Error() != `checkpoint "uid-a/1": not found` {
+		t.Errorf("checkpoint of a after reset: %v; want it garbage-collected", err)
 	}
 
 	// Nothing more to do.
@@ -658,6 +660,18 @@ func TestReset(t *testing.T) {
 func save(t *testing.T, e *env, name, payload string) {
 	t.Helper()
 	must(t, e.store.Save(types.UID("uid-"+name), "1", map[string][]byte{"kubelet": []byte(payload)}))
+}
+
+// writeOlderStore makes e's store one that an older dkc left: no record,
+// the meta files of l, and the trial of l.Assigned started now, as that
+// dkc recorded an assignment.
+func (e *env) writeOlderStore(t *testing.T, l checkpointtest.Layout) {
+	t.Helper()
+	if l.Assigned != nil {
+		now := e.clk.Now()
+		l.AssignedAt = &now
+	}
+	checkpointtest.Write(t, filepath.Dir(e.store.Dir()), l)
 }
 
 func must(t *testing.T, err error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile/atomicfiletest"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -242,9 +243,8 @@ var crashScenarios = map[string]crashScenario{
 			ce.configMap(t, "bad", badPayload, nil)
 			ce.assign(t, "bad")
 			save(t, ce.env, "bad", badPayload)
-			must(t, os.Remove(filepath.Join(ce.store.Dir(), "meta", "state")))
-			must(t, ce.store.SetAssigned(ref("bad", "1")))
-			must(t, ce.store.SetLastError("failed to validate config, see Kubelet log for details: x"))
+			ce.writeOlderStore(t, checkpointtest.Layout{Assigned: ref("bad", "1"), LastKnownGood: ref("a", "1"),
+				LastError: "failed to validate config, see Kubelet log for details: x"})
 			must(t, ce.a.Writer.Apply([]byte(badPayload)))
 		},
 		action: func(t *testing.T, ce *crashEnv) {
@@ -434,11 +434,8 @@ func checkStoreDecodes(t *testing.T, ce *crashEnv, point string) {
 	if _, _, err := ce.store.State(); err != nil {
 		t.Fatalf("%s: record: %v", point, err)
 	}
-	if _, err := ce.store.Assigned(); err != nil {
-		t.Fatalf("%s: meta/assigned: %v", point, err)
-	}
-	if _, err := ce.store.LastKnownGood(); err != nil {
-		t.Fatalf("%s: meta/last-known-good: %v", point, err)
+	if _, err := checkpointtest.Read(filepath.Dir(ce.store.Dir())); err != nil {
+		t.Fatalf("%s: the store as a kubelet or an older dkc reads it: %v", point, err)
 	}
 }
 

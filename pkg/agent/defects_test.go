@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile/atomicfiletest"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
 )
 
 // A store that an old kubelet or an older dkc wrote has no trial start. The
@@ -18,14 +19,11 @@ import (
 func TestTrialStartRecordedOnceForAdoptedStore(t *testing.T) {
 	e := newEnv(t)
 	e.configMap(t, "a", cfgA, nil)
-	save(t, e, "a", cfgA)
-	must(t, e.store.SetAssigned(ref("a", "1")))
 	// As a kubelet or an older dkc left it: no record, no trial start.
-	for _, f := range []string{"state", "assigned-at"} {
-		if err := os.Remove(filepath.Join(e.store.Dir(), "meta", f)); err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-	}
+	checkpointtest.Write(t, e.dir, checkpointtest.Layout{
+		Assigned:    ref("a", "1"),
+		Checkpoints: map[string]map[string][]byte{"uid-a/1": {"kubelet": []byte(cfgA)}},
+	})
 	e.writer.Current, e.writer.Owned = []byte(cfgA), true
 	e.assign(t, "a")
 
@@ -98,7 +96,8 @@ func TestRollbackFailingHalfWayIsRetried(t *testing.T) {
 }
 
 // Startup falls back to the local config when the assigned checkpoint is
-// unreadable (here: the assignment of a was committed, then the agent
+// unreadable (here: the assignment of a was committed, by an older dkc
+// without a record, so that the store reads as running a; then the agent
 // crashed, and the checkpoint was lost). Status must then not name a as
 // active, and the first sync puts a back (re-checkpointed from its
 // ConfigMap) through the health gate.
@@ -107,7 +106,7 @@ func TestStartupFallbackIsReportedAndRepaired(t *testing.T) {
 	e.configMap(t, "a", cfgA, nil)
 	e.assign(t, "a")
 	save(t, e, "a", cfgA)
-	must(t, e.store.SetAssigned(ref("a", "1")))
+	e.writeOlderStore(t, checkpointtest.Layout{Assigned: ref("a", "1")})
 	must(t, os.RemoveAll(filepath.Join(e.store.Dir(), "checkpoints", "uid-a")))
 
 	must(t, e.a.startup(context.Background()))

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 )
 
 // Started is the point where a service manager may start the kubelet
@@ -18,7 +20,8 @@ func TestStartedAfterStartupWrite(t *testing.T) {
 	// The record names ConfigMap a; the kubelet's config is still the
 	// local one, as after a reboot between the record and the write.
 	save(t, e, "a", cfgA)
-	must(t, e.store.SetAssigned(ref("a", "1")))
+	now := e.clk.Now()
+	must(t, e.store.SetState(checkpoint.State{Assigned: ref("a", "1"), AssignedAt: &now}))
 	e.configMap(t, "a", cfgA, nil)
 	e.assign(t, "a")
 	e.client.ClearActions()
