@@ -252,16 +252,19 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assigned, err := store.Assigned()
+		st, _, err := store.State()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !framework.IsConfigMap(assigned, "agent-c") {
-			t.Errorf("meta/assigned = %v after the kill, want agent-c", assigned)
+		if !framework.IsConfigMap(st.Assigned, "agent-c") {
+			t.Errorf("assigned = %v after the kill, want agent-c", st.Assigned)
 		}
-		for _, src := range []*corev1.NodeConfigSource{assigned, mustLKG(t, store)} {
-			if ok, err := store.Exists(src); err != nil || !ok {
-				t.Errorf("checkpoint of %v: exists %v (%v), want it in the store", src, ok, err)
+		if st.LastKnownGood == nil {
+			t.Fatal("last-known-good is the local config, want a checkpoint")
+		}
+		for _, src := range []*corev1.NodeConfigSource{st.Assigned, st.LastKnownGood} {
+			if _, err := store.LoadKey(src); err != nil {
+				t.Errorf("checkpoint of %v: %v, want it in the store", src, err)
 			}
 		}
 		onDisk, err := os.ReadFile(n.ConfigPath)
@@ -432,18 +435,6 @@ func createConfigMap(t *testing.T, c *framework.Cluster, name, payload string) {
 	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func mustLKG(t *testing.T, s *checkpoint.Store) *corev1.NodeConfigSource {
-	t.Helper()
-	lkg, err := s.LastKnownGood()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lkg == nil {
-		t.Fatal("meta/last-known-good is the local config, want a checkpoint")
-	}
-	return lkg
 }
 
 func wantCondition(t *testing.T, c *framework.Cluster, node, status, reason string) {

@@ -129,15 +129,15 @@ func TestDaemonSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assigned, err := store.Assigned()
+		st, _, err := store.State()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !framework.IsConfigMap(assigned, "ds-a") {
-			t.Errorf("the pod's store at %s has assigned %v, want ds-a", storeDir, assigned)
+		if !framework.IsConfigMap(st.Assigned, "ds-a") {
+			t.Errorf("the pod's store at %s has assigned %v, want ds-a", storeDir, st.Assigned)
 		}
-		if ok, err := store.Exists(assigned); err != nil || !ok {
-			t.Errorf("checkpoint of ds-a in the pod's store: exists %v (%v)", ok, err)
+		if _, err := store.LoadKey(st.Assigned); err != nil {
+			t.Errorf("checkpoint of ds-a in the pod's store: %v", err)
 		}
 	})
 
@@ -175,15 +175,15 @@ func TestDaemonSet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the store after the kill: %v", err)
 		}
-		assigned, err := store.Assigned()
+		st, _, err := store.State()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !framework.IsConfigMap(assigned, "ds-b") {
-			t.Errorf("meta/assigned = %v after the kill, want ds-b", assigned)
+		if !framework.IsConfigMap(st.Assigned, "ds-b") {
+			t.Errorf("assigned = %v after the kill, want ds-b", st.Assigned)
 		}
-		if ok, err := store.Exists(assigned); err != nil || !ok {
-			t.Errorf("checkpoint of ds-b after the kill: exists %v (%v), want it in the store", ok, err)
+		if _, err := store.LoadKey(st.Assigned); err != nil {
+			t.Errorf("checkpoint of ds-b after the kill: %v, want it in the store", err)
 		}
 		onDisk, err := os.ReadFile(n.ConfigPath)
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -564,11 +563,7 @@ func recordAssignment(t *testing.T, dir, name, payload string, active *corev1.No
 		t.Fatal(err)
 	}
 	src := unitTestSource(name)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, UID: src.ConfigMap.UID, ResourceVersion: "1"},
-		Data:       map[string]string{"kubelet": payload},
-	}
-	if err := store.SaveConfigMap(cm); err != nil {
+	if err := store.Save(src.ConfigMap.UID, src.ConfigMap.ResourceVersion, map[string][]byte{"kubelet": []byte(payload)}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
