@@ -23,25 +23,6 @@ func (s *Store) checkpointDir(uid types.UID, resourceVersion string) string {
 	return filepath.Join(s.checkpointsDir(), string(uid), resourceVersion)
 }
 
-// SaveConfigMap checkpoints the data and binaryData of cm under its uid and
-// resourceVersion. See Save.
-func (s *Store) SaveConfigMap(cm *corev1.ConfigMap) error {
-	if cm == nil {
-		return errors.New("checkpoint: configMap must not be nil")
-	}
-	files := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
-	for k, v := range cm.Data {
-		files[k] = []byte(v)
-	}
-	for k, v := range cm.BinaryData {
-		if _, ok := files[k]; ok {
-			return fmt.Errorf("checkpoint %q: configMap %s/%s: key %q is in both data and binaryData", checkpointID(cm.UID, cm.ResourceVersion), cm.Namespace, cm.Name, k)
-		}
-		files[k] = v
-	}
-	return s.Save(cm.UID, cm.ResourceVersion, files)
-}
-
 // Save writes files, one per ConfigMap key, as the checkpoint
 // checkpoints/<uid>/<resourceVersion>. Every key must be a base name
 // (ErrInvalidKey); nothing is written otherwise. Saving a checkpoint that
@@ -120,22 +101,6 @@ func (s *Store) Save(uid types.UID, resourceVersion string, files map[string][]b
 	return nil
 }
 
-// Load returns the files of the checkpoint that src names, by key. The error
-// wraps ErrNotFound if there is no such checkpoint.
-func (s *Store) Load(src *corev1.NodeConfigSource) (map[string][]byte, error) {
-	ref, err := checkpointRef(src)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	files, err := loadDir(s.checkpointDir(ref.UID, ref.ResourceVersion))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %q: %w", checkpointID(ref.UID, ref.ResourceVersion), err)
-	}
-	return files, nil
-}
-
 // LoadKey returns the file of src's kubeletConfigKey in the checkpoint that
 // src names. The error wraps ErrNotFound if there is no such checkpoint or
 // no such key in it.
@@ -162,26 +127,6 @@ func (s *Store) LoadKey(src *corev1.NodeConfigSource) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint %q: key %q: %w", id, ref.KubeletConfigKey, err)
 	}
 	return data, nil
-}
-
-// Exists reports whether the checkpoint that src names is in the store.
-func (s *Store) Exists(src *corev1.NodeConfigSource) (bool, error) {
-	ref, err := checkpointRef(src)
-	if err != nil {
-		return false, fmt.Errorf("checkpoint: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fi, err := os.Stat(s.checkpointDir(ref.UID, ref.ResourceVersion))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("checkpoint %q: %w", checkpointID(ref.UID, ref.ResourceVersion), err)
-	case !fi.IsDir():
-		return false, fmt.Errorf("checkpoint %q: %w: not a directory", checkpointID(ref.UID, ref.ResourceVersion), ErrCorrupt)
-	}
-	return true, nil
 }
 
 // GC removes every checkpoint that the record (State: assigned, active,

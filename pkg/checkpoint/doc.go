@@ -23,8 +23,9 @@
 //
 // Open creates both files empty if they are missing, as upstream did.
 //
-// checkpoints/<uid>/<resourceVersion>/ holds one file per key of the
-// ConfigMap's data and binaryData. A ConfigMap's uid and resourceVersion
+// checkpoints/<uid>/<resourceVersion>/ holds one file per ConfigMap key
+// saved: upstream saved every key of the ConfigMap's data, the agent saves
+// the assigned key alone. A ConfigMap's uid and resourceVersion
 // identify its content, so saving a checkpoint again does nothing; only
 // different content (a damaged checkpoint) replaces it, as a whole. Keys,
 // uids and resourceVersions become file names, so each must be a base name
@@ -36,9 +37,9 @@
 // agent reads and writes only the record (State, SetState); SetState then
 // derives the other meta files, so that a kubelet's DKC code or an older dkc
 // reads the same intent. A store without a record (written by a kubelet or an
-// older dkc) is adopted: State builds the record from the older files. The
-// setters of the older files (SetAssigned, SetLastKnownGood, SetLastError)
-// are kept for that layout and for tests; once a record exists it wins.
+// older dkc) is adopted: State builds the record from the older files. Once a
+// record exists it wins; the store never writes the older files on their own.
+// Tests build and read that layout with package checkpointtest.
 //
 // dkc adds files that upstream did not have:
 //   - meta/assigned-at holds the RFC 3339 time (nanoseconds, UTC) at which
@@ -48,8 +49,8 @@
 //     last-known-good trial from the mtime of meta/assigned and so restarted
 //     it at every kubelet start (kubernetes#57808); the recorded time
 //     survives agent restarts.
-//   - meta/last-error holds the last error message the agent reported, so it
-//     can be reported again after a restart.
+//   - meta/last-error holds the assigned config's error, derived from the
+//     record, so that an older dkc reports it again after a restart.
 //   - baseline/<name> holds the node's local kubelet config while dkc's
 //     config is in its place, so that a reset can restore it. It is saved
 //     when dkc takes the file over from the local config (SaveBaseline never

@@ -9,29 +9,28 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
 )
 
 // A store written in the older layout (a kubelet's, or an older dkc's) is
 // adopted: the record is built from the older meta files, the error
 // belonging to the assigned config.
 func TestStateAdoptsOlderLayout(t *testing.T) {
-	s, _, _ := newStore(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(s.SetLastKnownGood(source("uid-a", "1")))
-	must(s.SetAssigned(source("uid-b", "2")))
-	must(s.SetLastError("failed to validate config, see Kubelet log for details: x"))
+	s, dir, _ := newStore(t)
+	at := t0.UTC()
+	checkpointtest.Write(t, dir, checkpointtest.Layout{
+		Assigned: source("uid-b", "2"), AssignedAt: &at, LastKnownGood: source("uid-a", "1"),
+		LastError: "failed to validate config, see Kubelet log for details: x",
+	})
 
 	st, adopted, err := s.State()
-	must(err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !adopted {
 		t.Errorf("adopted = false for a store without a record")
 	}
-	at := t0.UTC()
 	want := State{
 		Assigned: source("uid-b", "2"), AssignedAt: &at, LastKnownGood: source("uid-a", "1"),
 		Error: "failed to validate config, see Kubelet log for details: x", ErrorSource: source("uid-b", "2"),
@@ -48,7 +47,7 @@ func TestStateAdoptsOlderLayout(t *testing.T) {
 // SetState writes the record and derives upstream's meta files from it, in
 // upstream's format; the record wins over them.
 func TestSetStateDerivesUpstreamFiles(t *testing.T) {
-	s, _, _ := newStore(t)
+	s, dir, _ := newStore(t)
 	at := t0.Add(time.Minute)
 	st := State{Assigned: source("uid-c", "3"), AssignedAt: &at, LastKnownGood: source("uid-a", "1"), Active: source("uid-c", "3"),
 		Error: "an error of another config", ErrorSource: source("uid-b", "2")}
@@ -62,21 +61,20 @@ func TestSetStateDerivesUpstreamFiles(t *testing.T) {
 	if d := cmp.Diff(st, got); d != "" {
 		t.Errorf("record (-want +got):\n%s", d)
 	}
-	assigned, err := s.Assigned()
-	if err != nil || assigned.ConfigMap.UID != "uid-c" {
-		t.Errorf("meta/assigned = %v, %v; want uid-c", assigned, err)
+	older := readOlder(t, dir)
+	if older.Assigned == nil || older.Assigned.ConfigMap.UID != "uid-c" {
+		t.Errorf("meta/assigned = %v; want uid-c", older.Assigned)
 	}
 	raw, err := os.ReadFile(filepath.Join(s.Dir(), "meta", "assigned"))
 	if err != nil || !strings.Contains(string(raw), "kind: SerializedNodeConfigSource") || !strings.Contains(string(raw), "apiVersion: kubelet.config.k8s.io/v1beta1") {
 		t.Errorf("meta/assigned is not upstream's format:\n%s", raw)
 	}
-	lkg, err := s.LastKnownGood()
-	if err != nil || lkg.ConfigMap.UID != "uid-a" {
-		t.Errorf("meta/last-known-good = %v, %v; want uid-a", lkg, err)
+	if older.LastKnownGood == nil || older.LastKnownGood.ConfigMap.UID != "uid-a" {
+		t.Errorf("meta/last-known-good = %v; want uid-a", older.LastKnownGood)
 	}
 	// The error belongs to another config: the older layout has none.
-	if msg, err := s.LastError(); err != nil || msg != "" {
-		t.Errorf("meta/last-error = %q, %v; want none", msg, err)
+	if older.LastError != "" {
+		t.Errorf("meta/last-error = %q; want none", older.LastError)
 	}
 	if got.Failed() {
 		t.Errorf("Failed() = true for an error of another config")
@@ -89,7 +87,7 @@ func TestSetStateDerivesUpstreamFiles(t *testing.T) {
 // writer, a restore from backup) are decoded afresh, never answered from
 // the memo.
 func TestStateMemoFollowsTheFile(t *testing.T) {
-	s, _, _ := newStore(t)
+	s, dir, _ := newStore(t)
 	at := t0.Add(time.Minute).UTC()
 	if err := s.SetState(State{Assigned: source("uid-a", "1"), AssignedAt: &at, Active: source("uid-a", "1")}); err != nil {
 		t.Fatal(err)
@@ -107,9 +105,10 @@ func TestStateMemoFollowsTheFile(t *testing.T) {
 	if again.Assigned.ConfigMap.UID != "uid-a" || !again.AssignedAt.Equal(at) {
 		t.Errorf("State after a caller changed its copy = %v at %v; want uid-a at %v", again.Assigned.ConfigMap.UID, again.AssignedAt, at)
 	}
-	lkg, err := s.LastKnownGood()
-	if err != nil || lkg != nil {
-		t.Fatalf("LastKnownGood = %v, %v; want the local config", lkg, err)
+	// SetState read meta/last-known-good, the local config, before it
+	// left it as it was.
+	if lkg := readOlder(t, dir).LastKnownGood; lkg != nil {
+		t.Fatalf("meta/last-known-good = %v; want the local config", lkg)
 	}
 
 	// Another record, and another last-known-good, written behind the
@@ -128,8 +127,12 @@ func TestStateMemoFollowsTheFile(t *testing.T) {
 	if err != nil || st.Assigned.ConfigMap.UID != "uid-b" {
 		t.Errorf("State after meta/state changed on disk = %v, %v; want uid-b", st.Assigned, err)
 	}
-	if lkg, err := s.LastKnownGood(); err != nil || lkg == nil || lkg.ConfigMap.UID != "uid-b" {
-		t.Errorf("LastKnownGood after the file changed on disk = %v, %v; want uid-b", lkg, err)
+	// Without the record, State adopts meta/last-known-good as it is now.
+	if err := os.Remove(filepath.Join(s.Dir(), "meta", "state")); err != nil {
+		t.Fatal(err)
+	}
+	if st, adopted, err := s.State(); err != nil || !adopted || st.LastKnownGood == nil || st.LastKnownGood.ConfigMap.UID != "uid-b" {
+		t.Errorf("adopted last-known-good after the file changed on disk = %v, %v; want uid-b", st.LastKnownGood, err)
 	}
 
 	// A corrupt file is an error, memo or not.

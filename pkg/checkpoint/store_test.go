@@ -12,10 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -50,33 +50,22 @@ func record(s *Store) *recordingFS {
 	return r
 }
 
-// tree returns the mode of everything under root, by relative path.
-func tree(t *testing.T, root string) map[string]fs.FileMode {
+// readOlder reads the store under dir as a kubelet or an older dkc reads
+// it: upstream's meta files, dkc's older ones and the checkpoints.
+func readOlder(t *testing.T, dir string) checkpointtest.Layout {
 	t.Helper()
-	got := map[string]fs.FileMode{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		got[rel] = fi.Mode()
-		return nil
-	})
+	l, err := checkpointtest.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got
+	return l
 }
 
 // temps returns the temporaries anywhere under root.
 func temps(t *testing.T, root string) []string {
 	t.Helper()
 	var got []string
-	for p := range tree(t, root) {
+	for p := range checkpointtest.Tree(t, root) {
 		if strings.Contains(p, tmpPrefix) {
 			got = append(got, p)
 		}
@@ -105,7 +94,7 @@ func TestOpenCreatesLayout(t *testing.T) {
 		"meta/assigned":        0o600,
 		"meta/last-known-good": 0o600,
 	}
-	if diff := cmp.Diff(want, tree(t, s.Dir())); diff != "" {
+	if diff := cmp.Diff(want, checkpointtest.Tree(t, s.Dir())); diff != "" {
 		t.Errorf("layout (-want +got):\n%s", diff)
 	}
 	if _, err := Open(dir, clk); err != nil {
@@ -116,50 +105,28 @@ func TestOpenCreatesLayout(t *testing.T) {
 	}
 }
 
-func TestSaveLoadRoundTrip(t *testing.T) {
-	tests := map[string]struct {
-		cm   *corev1.ConfigMap
-		want map[string][]byte
-	}{
-		"data": {
-			cm:   &corev1.ConfigMap{Data: map[string]string{"kubelet": "kind: KubeletConfiguration\n", "other": "x"}},
-			want: map[string][]byte{"kubelet": []byte("kind: KubeletConfiguration\n"), "other": []byte("x")},
-		},
-		"binaryData and dotted keys": {
-			cm: &corev1.ConfigMap{
-				Data:       map[string]string{".env": "A=1", "kubelet": ""},
-				BinaryData: map[string][]byte{"blob.bin": {0, 1, 2, 255}},
-			},
-			want: map[string][]byte{".env": []byte("A=1"), "kubelet": {}, "blob.bin": {0, 1, 2, 255}},
-		},
-		"empty": {
-			cm:   &corev1.ConfigMap{},
-			want: map[string][]byte{},
-		},
+func TestSaveRoundTrip(t *testing.T) {
+	tests := map[string]map[string][]byte{
+		"text":                   {"kubelet": []byte("kind: KubeletConfiguration\n"), "other": []byte("x")},
+		"binary and dotted keys": {".env": []byte("A=1"), "kubelet": {}, "blob.bin": {0, 1, 2, 255}},
+		"empty":                  {},
 	}
-	for name, tc := range tests {
+	for name, files := range tests {
 		t.Run(name, func(t *testing.T) {
-			s, _, _ := newStore(t)
-			tc.cm.ObjectMeta = metav1.ObjectMeta{Namespace: "kube-system", Name: "my-node-config", UID: "uid-1", ResourceVersion: "42"}
+			s, dir, _ := newStore(t)
 			src := source("uid-1", "42")
-			if ok, err := s.Exists(src); err != nil || ok {
-				t.Fatalf("Exists before Save = %v, %v; want false, nil", ok, err)
+			if _, err := s.LoadKey(src); err == nil || err.Error() != `checkpoint "uid-1/42": not found` {
+				t.Fatalf("LoadKey before Save: %v; want no checkpoint", err)
 			}
-			if err := s.SaveConfigMap(tc.cm); err != nil {
-				t.Fatalf("SaveConfigMap: %v", err)
+			if err := s.Save("uid-1", "42", files); err != nil {
+				t.Fatalf("Save: %v", err)
 			}
-			got, err := s.Load(src)
-			if err != nil {
-				t.Fatalf("Load: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Load (-want +got):\n%s", diff)
-			}
-			if ok, err := s.Exists(src); err != nil || !ok {
-				t.Errorf("Exists after Save = %v, %v; want true, nil", ok, err)
+			// The checkpoint as a kubelet reads it.
+			if diff := cmp.Diff(map[string]map[string][]byte{"uid-1/42": files}, readOlder(t, dir).Checkpoints); diff != "" {
+				t.Errorf("checkpoints (-want +got):\n%s", diff)
 			}
 			key, err := s.LoadKey(src)
-			if want, ok := tc.want["kubelet"]; ok {
+			if want, ok := files["kubelet"]; ok {
 				if err != nil {
 					t.Fatalf("LoadKey: %v", err)
 				}
@@ -173,28 +140,11 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 }
 
-func TestLoadMissing(t *testing.T) {
+func TestLoadKeyMissing(t *testing.T) {
 	s, _, _ := newStore(t)
-	_, err := s.Load(source("uid-1", "1"))
-	if got, want := err.Error(), `checkpoint "uid-1/1": not found`; got != want || !errors.Is(err, ErrNotFound) {
-		t.Errorf("Load error = %q, want %q wrapping ErrNotFound", got, want)
-	}
-	_, err = s.LoadKey(source("uid-1", "1"))
+	_, err := s.LoadKey(source("uid-1", "1"))
 	if got, want := err.Error(), `checkpoint "uid-1/1": not found`; got != want || !errors.Is(err, ErrNotFound) {
 		t.Errorf("LoadKey error = %q, want %q wrapping ErrNotFound", got, want)
-	}
-}
-
-func TestSaveConfigMapDuplicateKey(t *testing.T) {
-	s, _, _ := newStore(t)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "c", UID: "u", ResourceVersion: "1"},
-		Data:       map[string]string{"k": "a"},
-		BinaryData: map[string][]byte{"k": []byte("b")},
-	}
-	err := s.SaveConfigMap(cm)
-	if want := `checkpoint "u/1": configMap kube-system/c: key "k" is in both data and binaryData`; err == nil || err.Error() != want {
-		t.Errorf("SaveConfigMap error = %v, want %q", err, want)
 	}
 }
 
@@ -203,21 +153,18 @@ func TestLayoutPathsAndPerms(t *testing.T) {
 	if err := s.Save("uid-a", "7", map[string][]byte{"kubelet": []byte("a"), "extra": []byte("b")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetAssigned(source("uid-a", "7")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetLastKnownGood(nil); err != nil {
+	at := t0
+	a := source("uid-a", "7")
+	if err := s.SetState(State{Assigned: a, AssignedAt: &at, Active: a, Error: "boom", ErrorSource: a}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.SaveBaseline("config.yaml", []byte("local")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetLastError("boom"); err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]fs.FileMode{
 		".":                           fs.ModeDir | 0o700,
 		"meta":                        fs.ModeDir | 0o700,
+		"meta/state":                  0o600,
 		"meta/assigned":               0o600,
 		"meta/assigned-at":            0o600,
 		"meta/last-known-good":        0o600,
@@ -230,7 +177,7 @@ func TestLayoutPathsAndPerms(t *testing.T) {
 		"baseline":                    fs.ModeDir | 0o700,
 		"baseline/config.yaml":        0o600,
 	}
-	if diff := cmp.Diff(want, tree(t, s.Dir())); diff != "" {
+	if diff := cmp.Diff(want, checkpointtest.Tree(t, s.Dir())); diff != "" {
 		t.Errorf("layout (-want +got):\n%s", diff)
 	}
 
@@ -260,6 +207,66 @@ source:
 	}
 }
 
+// A store that a 1.23 kubelet wrote opens as it is: the store adopts its
+// assignment and last-known-good, and loads and keeps their checkpoints.
+// Upstream's meta files that SetState derives are byte for byte the
+// kubelet's.
+func TestUpstream123Store(t *testing.T) {
+	dir := t.TempDir()
+	l := checkpointtest.Upstream123(t, dir)
+	meta := map[string][]byte{}
+	for _, name := range []string{"assigned", "last-known-good"} {
+		data, err := os.ReadFile(filepath.Join(dir, "store", "meta", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta[name] = data
+	}
+	s, err := Open(dir, clocktesting.NewFakeClock(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, adopted, err := s.State()
+	if err != nil || !adopted {
+		t.Fatalf("State = adopted %v, %v; want the store adopted", adopted, err)
+	}
+	want := State{Assigned: l.Assigned, LastKnownGood: l.LastKnownGood, Active: l.Assigned}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Errorf("adopted record (-want +got):\n%s", diff)
+	}
+	for _, src := range []*corev1.NodeConfigSource{l.Assigned, l.LastKnownGood} {
+		got, err := s.LoadKey(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := string(src.ConfigMap.UID) + "/" + src.ConfigMap.ResourceVersion
+		if diff := cmp.Diff(l.Checkpoints[id]["kubelet"], got); diff != "" {
+			t.Errorf("LoadKey %s (-want +got):\n%s", id, diff)
+		}
+	}
+	if removed, err := s.GC(); err != nil || len(removed) != 0 {
+		t.Errorf("GC = %v, %v; want nothing removed", removed, err)
+	}
+
+	// Empty them (the local config), then derive them again.
+	for _, rec := range []State{{}, st} {
+		if err := s.SetState(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range meta {
+		got, err := os.ReadFile(filepath.Join(dir, "store", "meta", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), string(got)); diff != "" {
+			t.Errorf("meta/%s derived from the adopted record (-kubelet's +dkc's):\n%s", name, diff)
+		}
+	}
+}
+
+// Upstream's meta files round-trip: what SetState derives, a kubelet reads;
+// what a kubelet wrote, the store adopts.
 func TestMetaRoundTrip(t *testing.T) {
 	tests := map[string]*corev1.NodeConfigSource{
 		"local":     nil,
@@ -268,57 +275,71 @@ func TestMetaRoundTrip(t *testing.T) {
 	for name, src := range tests {
 		t.Run(name, func(t *testing.T) {
 			s, dir, clk := newStore(t)
-			if err := s.SetAssigned(src); err != nil {
-				t.Fatalf("SetAssigned: %v", err)
-			}
-			if err := s.SetLastKnownGood(src); err != nil {
-				t.Fatalf("SetLastKnownGood: %v", err)
+			st := State{Assigned: src, LastKnownGood: src, Active: src}
+			if err := s.SetState(st); err != nil {
+				t.Fatalf("SetState: %v", err)
 			}
 			// A new Store sees the same state.
 			s, err := Open(dir, clk)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Assigned()
+			got, _, err := s.State()
 			if err != nil {
-				t.Fatalf("Assigned: %v", err)
+				t.Fatalf("State: %v", err)
 			}
-			if diff := cmp.Diff(src, got); diff != "" {
-				t.Errorf("Assigned (-want +got):\n%s", diff)
+			if diff := cmp.Diff(st, got); diff != "" {
+				t.Errorf("State (-want +got):\n%s", diff)
 			}
-			got, err = s.LastKnownGood()
-			if err != nil {
-				t.Fatalf("LastKnownGood: %v", err)
+			older := readOlder(t, dir)
+			if diff := cmp.Diff(src, older.Assigned); diff != "" {
+				t.Errorf("meta/assigned as a kubelet reads it (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(src, got); diff != "" {
-				t.Errorf("LastKnownGood (-want +got):\n%s", diff)
+			if diff := cmp.Diff(src, older.LastKnownGood); diff != "" {
+				t.Errorf("meta/last-known-good as a kubelet reads it (-want +got):\n%s", diff)
+			}
+
+			dir = t.TempDir()
+			checkpointtest.Write(t, dir, checkpointtest.Layout{Assigned: src, LastKnownGood: src})
+			if s, err = Open(dir, clk); err != nil {
+				t.Fatal(err)
+			}
+			got, adopted, err := s.State()
+			if err != nil || !adopted {
+				t.Fatalf("State of a kubelet's store = adopted %v, %v", adopted, err)
+			}
+			if diff := cmp.Diff(src, got.Assigned); diff != "" {
+				t.Errorf("adopted assigned (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(src, got.LastKnownGood); diff != "" {
+				t.Errorf("adopted last-known-good (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
 func TestMetaLocal(t *testing.T) {
-	s, _, _ := newStore(t)
+	s, dir, _ := newStore(t)
 	// Missing files mean the local config.
-	if got, err := s.Assigned(); err != nil || got != nil {
-		t.Errorf("Assigned with no file = %v, %v; want nil, nil", got, err)
+	for _, name := range []string{"assigned", "last-known-good"} {
+		if err := os.Remove(filepath.Join(s.Dir(), "meta", name)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got, err := s.LastKnownGood(); err != nil || got != nil {
-		t.Errorf("LastKnownGood with no file = %v, %v; want nil, nil", got, err)
+	if st, _, err := s.State(); err != nil || st.Assigned != nil || st.LastKnownGood != nil {
+		t.Errorf("State with no files = %v, %v, %v; want nil, nil, nil", st.Assigned, st.LastKnownGood, err)
 	}
 	// So do empty files, as upstream wrote them.
-	if err := s.SetAssigned(source("u", "1")); err != nil {
-		t.Fatal(err)
-	}
+	checkpointtest.Write(t, dir, checkpointtest.Layout{Assigned: source("u", "1")})
 	writeFile(t, filepath.Join(s.Dir(), "meta", "assigned"), "")
-	if got, err := s.Assigned(); err != nil || got != nil {
-		t.Errorf("Assigned with empty file = %v, %v; want nil, nil", got, err)
+	if st, _, err := s.State(); err != nil || st.Assigned != nil {
+		t.Errorf("State with an empty meta/assigned = %v, %v; want nil, nil", st.Assigned, err)
 	}
-	// SetAssigned(nil) writes an empty file.
-	if err := s.SetAssigned(source("u", "1")); err != nil {
+	// SetState derives an empty file for the local config.
+	if err := s.SetState(State{Assigned: source("u", "1"), Active: source("u", "1")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetAssigned(nil); err != nil {
+	if err := s.SetState(State{}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(s.Dir(), "meta", "assigned"))
@@ -352,14 +373,11 @@ func TestMetaCorrupt(t *testing.T) {
 	for name, tc := range tests {
 		for _, file := range []string{"assigned", "last-known-good"} {
 			t.Run(name+"/"+file, func(t *testing.T) {
+				// A store without a record: State reads the file.
 				s, _, _ := newStore(t)
 				path := filepath.Join(s.Dir(), "meta", file)
 				writeFile(t, path, tc.content)
-				get := s.Assigned
-				if file == "last-known-good" {
-					get = s.LastKnownGood
-				}
-				_, err := get()
+				_, _, err := s.State()
 				if err == nil || !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error = %v, want one wrapping ErrCorrupt", err)
 				}
@@ -376,14 +394,14 @@ func TestMetaCorrupt(t *testing.T) {
 			})
 		}
 	}
-	// Setting a source overwrites a corrupt file.
-	s, _, _ := newStore(t)
+	// Setting a state overwrites a corrupt file.
+	s, dir, _ := newStore(t)
 	writeFile(t, filepath.Join(s.Dir(), "meta", "assigned"), "garbage: [")
-	if err := s.SetAssigned(source("u", "1")); err != nil {
-		t.Fatalf("SetAssigned over a corrupt file: %v", err)
+	if err := s.SetState(State{Assigned: source("u", "1"), Active: source("u", "1")}); err != nil {
+		t.Fatalf("SetState over a corrupt meta/assigned: %v", err)
 	}
-	if got, err := s.Assigned(); err != nil || got == nil {
-		t.Errorf("Assigned = %v, %v; want the new source", got, err)
+	if got := readOlder(t, dir).Assigned; got == nil {
+		t.Errorf("meta/assigned = %v; want the new source", got)
 	}
 }
 
@@ -421,11 +439,11 @@ func TestInvalidSources(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, _, _ := newStore(t)
 			calls := map[string]func() error{
-				"Load":             func() error { _, err := s.Load(tc.src); return err },
-				"LoadKey":          func() error { _, err := s.LoadKey(tc.src); return err },
-				"Exists":           func() error { _, err := s.Exists(tc.src); return err },
-				"SetAssigned":      func() error { return s.SetAssigned(tc.src) },
-				"SetLastKnownGood": func() error { return s.SetLastKnownGood(tc.src) },
+				"LoadKey":                  func() error { _, err := s.LoadKey(tc.src); return err },
+				"SetState assigned":        func() error { return s.SetState(State{Assigned: tc.src}) },
+				"SetState last-known-good": func() error { return s.SetState(State{LastKnownGood: tc.src}) },
+				"SetState active":          func() error { return s.SetState(State{Active: tc.src}) },
+				"SetState errorSource":     func() error { return s.SetState(State{Error: "x", ErrorSource: tc.src}) },
 			}
 			for call, f := range calls {
 				err := f()
@@ -439,14 +457,17 @@ func TestInvalidSources(t *testing.T) {
 			if fi, err := os.Stat(filepath.Join(s.Dir(), "meta", "assigned")); err != nil || fi.Size() != 0 {
 				t.Errorf("meta/assigned was written: %v", err)
 			}
+			if _, err := os.Stat(filepath.Join(s.Dir(), "meta", "state")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("meta/state was written: %v", err)
+			}
 		})
 	}
 	// Meta files need the whole reference.
 	s, _, _ := newStore(t)
 	src := source("u", "1")
 	src.ConfigMap.KubeletConfigKey = ""
-	if err := s.SetAssigned(src); !errors.Is(err, ErrInvalidSource) || !strings.Contains(err.Error(), "kubeletConfigKey: invalid key: must not be empty") {
-		t.Errorf("SetAssigned without kubeletConfigKey: %v", err)
+	if err := s.SetState(State{Assigned: src}); !errors.Is(err, ErrInvalidSource) || !strings.Contains(err.Error(), "kubeletConfigKey: invalid key: must not be empty") {
+		t.Errorf("SetState of an assignment without kubeletConfigKey: %v", err)
 	}
 }
 
@@ -484,12 +505,19 @@ func TestSaveInvalid(t *testing.T) {
 }
 
 func TestWriteSequence(t *testing.T) {
-	s, _, _ := newStore(t)
+	s, dir, _ := newStore(t)
 	r := record(s)
-	if err := s.SetLastKnownGood(source("u", "1")); err != nil {
+	if err := s.SetState(State{LastKnownGood: source("u", "1")}); err != nil {
 		t.Fatal(err)
 	}
+	// The record, then the one upstream file derived from it that changed.
 	want := []string{
+		"create meta/<tmp>",
+		"write meta/<tmp>",
+		"sync meta/<tmp>",
+		"close meta/<tmp>",
+		"rename meta/<tmp> meta/state",
+		"syncdir meta",
 		"create meta/<tmp>",
 		"write meta/<tmp>",
 		"sync meta/<tmp>",
@@ -498,7 +526,7 @@ func TestWriteSequence(t *testing.T) {
 		"syncdir meta",
 	}
 	if diff := cmp.Diff(want, r.ops); diff != "" {
-		t.Errorf("SetLastKnownGood ops (-want +got):\n%s", diff)
+		t.Errorf("SetState ops (-want +got):\n%s", diff)
 	}
 
 	r.ops = nil
@@ -554,12 +582,8 @@ func TestWriteSequence(t *testing.T) {
 	if diff := cmp.Diff(want, r.ops); diff != "" {
 		t.Errorf("replacing Save ops (-want +got):\n%s", diff)
 	}
-	got, err := s.Load(source("u", "1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[string][]byte{"c": []byte("3")}, got); diff != "" {
-		t.Errorf("Load after replace (-want +got):\n%s", diff)
+	if diff := cmp.Diff(map[string][]byte{"c": []byte("3")}, readOlder(t, dir).Checkpoints["u/1"]); diff != "" {
+		t.Errorf("checkpoint after replace (-want +got):\n%s", diff)
 	}
 }
 
@@ -568,13 +592,13 @@ func TestWriteSequence(t *testing.T) {
 func TestCrashBeforeRename(t *testing.T) {
 	s, dir, clk := newStore(t)
 	old := source("u", "1")
-	if err := s.SetLastKnownGood(old); err != nil {
+	if err := s.SetState(State{LastKnownGood: old}); err != nil {
 		t.Fatal(err)
 	}
 	r := record(s)
 	r.crashAt = func(_ int, op string) bool { return strings.HasPrefix(op, "rename ") }
-	if err := s.SetLastKnownGood(source("u", "2")); !errors.Is(err, errCrashed) {
-		t.Fatalf("SetLastKnownGood error = %v, want the simulated crash", err)
+	if err := s.SetState(State{LastKnownGood: source("u", "2")}); !errors.Is(err, errCrashed) {
+		t.Fatalf("SetState error = %v, want the simulated crash", err)
 	}
 	if diff := cmp.Diff([]string{"meta/<tmp>"}, tmpNames(t, s.Dir())); diff != "" {
 		t.Errorf("temporaries after the crash (-want +got):\n%s", diff)
@@ -584,12 +608,15 @@ func TestCrashBeforeRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.LastKnownGood()
+	got, _, err := s.State()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(old, got); diff != "" {
-		t.Errorf("LastKnownGood after the crash (-want +got):\n%s", diff)
+	if diff := cmp.Diff(old, got.LastKnownGood); diff != "" {
+		t.Errorf("last-known-good after the crash (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(old, readOlder(t, dir).LastKnownGood); diff != "" {
+		t.Errorf("meta/last-known-good after the crash (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string(nil), temps(t, s.Dir())); diff != "" {
 		t.Errorf("temporaries after Open (-want +got):\n%s", diff)
@@ -610,10 +637,13 @@ func tmpNames(t *testing.T, root string) []string {
 // state, and no temporaries.
 func TestCrashAtEveryStep(t *testing.T) {
 	type state struct {
-		Assigned, LKG *corev1.NodeConfigSource
-		Checkpoints   map[string]string
-		Baseline      string
+		// Assigned and LKG are the record's, OlderAssigned and OlderLKG
+		// upstream's meta files derived from it, as a kubelet reads them.
+		Assigned, LKG, OlderAssigned, OlderLKG *corev1.NodeConfigSource
+		Checkpoints                            map[string]string
+		Baseline                               string
 	}
+	u1, u2 := source("u", "1"), source("u", "2")
 	files := func(v string) map[string][]byte { return map[string][]byte{"kubelet": []byte(v), "x": []byte(v)} }
 	setup := func(t *testing.T, s *Store) {
 		t.Helper()
@@ -621,8 +651,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 			s.Save("u", "1", files("one")),
 			s.Save("u", "2", files("two")),
 			s.Save("v", "1", files("v")),
-			s.SetAssigned(source("u", "1")),
-			s.SetLastKnownGood(source("u", "1")),
+			s.SetState(State{Assigned: u1, LastKnownGood: u1, Active: u1}),
 		} {
 			if err != nil {
 				t.Fatal(err)
@@ -636,6 +665,13 @@ func TestCrashAtEveryStep(t *testing.T) {
 		return st
 	}
 	oldOrNew := func(before, after, got state) bool { return cmp.Equal(before, got) || cmp.Equal(after, got) }
+	// SetState renames the record into place before the files it derives,
+	// which a crash can leave behind it, each old or new.
+	recordFirst := func(before, after, got state) bool {
+		behind := after
+		behind.OlderAssigned, behind.OlderLKG = before.OlderAssigned, before.OlderLKG
+		return oldOrNew(before, after, got) || cmp.Equal(behind, got)
+	}
 	ops := map[string]struct {
 		// prepare, if set, runs after setup, before the operation.
 		prepare func(s *Store) error
@@ -643,10 +679,16 @@ func TestCrashAtEveryStep(t *testing.T) {
 		// accept reports whether got is a consistent state after a crash.
 		accept func(before, after, got state) bool
 	}{
-		"SetAssigned":      {op: func(s *Store) error { return s.SetAssigned(source("u", "2")) }, accept: oldOrNew},
-		"SetLastKnownGood": {op: func(s *Store) error { return s.SetLastKnownGood(nil) }, accept: oldOrNew},
-		"Save new":         {op: func(s *Store) error { return s.Save("w", "9", files("new")) }, accept: oldOrNew},
-		"SaveBaseline":     {op: func(s *Store) error { _, err := s.SaveBaseline("config", []byte("local")); return err }, accept: oldOrNew},
+		"SetState of an assignment": {
+			op:     func(s *Store) error { return s.SetState(State{Assigned: u2, LastKnownGood: u1, Active: u1}) },
+			accept: recordFirst,
+		},
+		"SetState of a local last-known-good": {
+			op:     func(s *Store) error { return s.SetState(State{Assigned: u1, Active: u1}) },
+			accept: recordFirst,
+		},
+		"Save new":     {op: func(s *Store) error { return s.Save("w", "9", files("new")) }, accept: oldOrNew},
+		"SaveBaseline": {op: func(s *Store) error { _, err := s.SaveBaseline("config", []byte("local")); return err }, accept: oldOrNew},
 		"RemoveBaseline": {
 			prepare: func(s *Store) error { _, err := s.SaveBaseline("config", []byte("local")); return err },
 			op:      func(s *Store) error { return s.RemoveBaseline("config") },
@@ -680,14 +722,15 @@ func TestCrashAtEveryStep(t *testing.T) {
 			t.Fatalf("Open: %v", err)
 		}
 		var st state
-		if st.Assigned, err = s.Assigned(); err != nil {
+		rec, _, err := s.State()
+		if err != nil {
 			t.Fatal(err)
 		}
-		if st.LKG, err = s.LastKnownGood(); err != nil {
-			t.Fatal(err)
-		}
+		st.Assigned, st.LKG = rec.Assigned, rec.LastKnownGood
+		older := readOlder(t, dir)
+		st.OlderAssigned, st.OlderLKG = older.Assigned, older.LastKnownGood
 		st.Checkpoints = map[string]string{}
-		for p, mode := range tree(t, filepath.Join(s.Dir(), "checkpoints")) {
+		for p, mode := range checkpointtest.Tree(t, filepath.Join(s.Dir(), "checkpoints")) {
 			if !strings.Contains(p, "/") {
 				// An empty uid directory holds no checkpoint; GC removes it.
 				continue
@@ -766,10 +809,7 @@ func TestGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetAssigned(source("a", "2")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetLastKnownGood(source("c", "5")); err != nil {
+	if err := s.SetState(State{Assigned: source("a", "2"), Active: source("a", "2"), LastKnownGood: source("c", "5")}); err != nil {
 		t.Fatal(err)
 	}
 	removed, err := s.GC()
@@ -790,15 +830,12 @@ func TestGC(t *testing.T) {
 		"c/5":         fs.ModeDir | 0o700,
 		"c/5/kubelet": 0o600,
 	}
-	if diff := cmp.Diff(wantTree, tree(t, cp)); diff != "" {
+	if diff := cmp.Diff(wantTree, checkpointtest.Tree(t, cp)); diff != "" {
 		t.Errorf("checkpoints after GC (-want +got):\n%s", diff)
 	}
 
-	// With both meta files local, everything goes, uid directories too.
-	if err := s.SetAssigned(nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetLastKnownGood(nil); err != nil {
+	// With the record all local, everything goes, uid directories too.
+	if err := s.SetState(State{}); err != nil {
 		t.Fatal(err)
 	}
 	if removed, err = s.GC(); err != nil {
@@ -807,77 +844,69 @@ func TestGC(t *testing.T) {
 	if diff := cmp.Diff([]string{filepath.Join(cp, "a", "2"), filepath.Join(cp, "c", "5")}, removed); diff != "" {
 		t.Errorf("second GC removed (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]fs.FileMode{".": fs.ModeDir | 0o700}, tree(t, cp)); diff != "" {
+	if diff := cmp.Diff(map[string]fs.FileMode{".": fs.ModeDir | 0o700}, checkpointtest.Tree(t, cp)); diff != "" {
 		t.Errorf("checkpoints after second GC (-want +got):\n%s", diff)
 	}
 }
 
+// The trial start is the record's, kept across restarts; SetState derives
+// meta/assigned-at from it. A store without a record is adopted with the
+// time its meta/assigned-at holds, or none, as a kubelet left it.
 func TestAssignedAt(t *testing.T) {
 	s, dir, clk := newStore(t)
-	check := func(step string, want time.Time) {
+	path := filepath.Join(s.Dir(), "meta", "assigned-at")
+	u1 := source("u", "1")
+	at, later := t0, t0.Add(time.Hour)
+	check := func(step string, want *time.Time, wantAdopted bool) {
 		t.Helper()
-		got, ok, err := s.AssignedAt()
-		if err != nil || !ok || !got.Equal(want) {
-			t.Errorf("%s: AssignedAt = %v, %v, %v; want %v, true, nil", step, got, ok, err, want)
+		st, adopted, err := s.State()
+		if err != nil || adopted != wantAdopted {
+			t.Fatalf("%s: State = adopted %v, %v; want adopted %v", step, adopted, err, wantAdopted)
+		}
+		if diff := cmp.Diff(want, st.AssignedAt); diff != "" {
+			t.Errorf("%s: assignedAt (-want +got):\n%s", step, diff)
 		}
 	}
-	if _, ok, err := s.AssignedAt(); ok || err != nil {
-		t.Errorf("AssignedAt on a new store = %v, %v; want false, nil", ok, err)
-	}
 
-	if err := s.SetAssigned(source("u", "1")); err != nil {
+	if err := s.SetState(State{Assigned: u1, AssignedAt: &at, Active: u1}); err != nil {
 		t.Fatal(err)
 	}
-	check("first assignment", t0)
-
-	clk.Step(time.Minute)
-	if err := s.SetAssigned(source("u", "1")); err != nil {
-		t.Fatal(err)
-	}
-	check("same source", t0)
-
-	// The time survives a restart.
 	clk.Step(time.Minute)
 	var err error
 	if s, err = Open(dir, clk); err != nil {
 		t.Fatal(err)
 	}
-	check("after reopen", t0)
+	check("after reopen", &at, false)
+	if got, err := os.ReadFile(path); err != nil || string(got) != "2026-01-02T03:04:05.123456789Z\n" {
+		t.Errorf("meta/assigned-at = %q, %v; want the trial start", got, err)
+	}
+	// The local config has no trial: the file goes.
+	if err := s.SetState(State{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("meta/assigned-at with the local config assigned: %v; want none", err)
+	}
 
-	if err := s.SetAssigned(source("u", "2")); err != nil {
-		t.Fatal(err)
-	}
-	check("new resourceVersion", t0.Add(2*time.Minute))
+	checkpointtest.Write(t, dir, checkpointtest.Layout{Assigned: u1, AssignedAt: &later})
+	check("an older dkc's store", &later, true)
+	checkpointtest.Write(t, dir, checkpointtest.Layout{Assigned: u1})
+	check("a kubelet's store", nil, true)
+	checkpointtest.Write(t, dir, checkpointtest.Layout{AssignedAt: &later})
+	check("an older dkc's store with the local config", nil, true)
 
-	clk.Step(time.Minute)
-	if err := s.SetAssigned(nil); err != nil {
+	checkpointtest.Write(t, dir, checkpointtest.Layout{Assigned: u1})
+	writeFile(t, path, "yesterday")
+	if _, _, err := s.State(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "meta/assigned-at") {
+		t.Errorf("State with a corrupt meta/assigned-at: error = %v, want one wrapping ErrCorrupt naming the file", err)
+	}
+	// A record replaces it.
+	if err := s.SetState(State{Assigned: u1, AssignedAt: &at, Active: u1}); err != nil {
 		t.Fatal(err)
 	}
-	check("local", t0.Add(3*time.Minute))
-
-	clk.Step(time.Minute)
-	if err := s.SetAssigned(nil); err != nil {
-		t.Fatal(err)
+	if got := readOlder(t, dir).AssignedAt; got == nil || !got.Equal(at) {
+		t.Errorf("meta/assigned-at over a corrupt one = %v, want %v", got, at)
 	}
-	check("local again", t0.Add(3*time.Minute))
-
-	// A store written by a kubelet has no assigned-at: the trial starts now.
-	if err := os.Remove(filepath.Join(s.Dir(), "meta", "assigned-at")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetAssigned(nil); err != nil {
-		t.Fatal(err)
-	}
-	check("no assigned-at", t0.Add(4*time.Minute))
-
-	writeFile(t, filepath.Join(s.Dir(), "meta", "assigned-at"), "yesterday")
-	if _, _, err := s.AssignedAt(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "meta/assigned-at") {
-		t.Errorf("AssignedAt on a corrupt file: error = %v, want one wrapping ErrCorrupt naming the file", err)
-	}
-	if err := s.SetAssigned(nil); err != nil {
-		t.Fatal(err)
-	}
-	check("corrupt assigned-at", t0.Add(4*time.Minute))
 }
 
 func TestBaseline(t *testing.T) {
@@ -934,18 +963,31 @@ func TestBaseline(t *testing.T) {
 	}
 }
 
+// meta/last-error is the assigned config's error: SetState derives it from
+// the record, and a store without a record is adopted with it.
 func TestLastError(t *testing.T) {
-	s, _, _ := newStore(t)
+	s, dir, _ := newStore(t)
+	u1 := source("u", "1")
 	for _, msg := range []string{"", status.LoadError + ": boom", ""} {
-		if err := s.SetLastError(msg); err != nil {
+		st := State{Assigned: u1, Active: u1}
+		if msg != "" {
+			st.Error, st.ErrorSource = msg, u1
+		}
+		if err := s.SetState(st); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.LastError()
+		if diff := cmp.Diff(msg, readOlder(t, dir).LastError); diff != "" {
+			t.Errorf("meta/last-error (-want +got):\n%s", diff)
+		}
+	}
+	for _, msg := range []string{status.LoadError + ": boom", ""} {
+		checkpointtest.Write(t, dir, checkpointtest.Layout{Assigned: u1, LastError: msg})
+		st, _, err := s.State()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(msg, got); diff != "" {
-			t.Errorf("LastError (-want +got):\n%s", diff)
+		if diff := cmp.Diff(msg, st.AssignedError()); diff != "" {
+			t.Errorf("adopted error (-want +got):\n%s", diff)
 		}
 	}
 }
