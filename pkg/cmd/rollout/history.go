@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // HistoryOptions holds the flags of `kubectl dkc rollout history`.
@@ -89,7 +90,7 @@ func (o *HistoryOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cob
 	}
 	o.Node = strings.TrimPrefix(o.Node, "node/")
 	if *o.PrintFlags.OutputFormat == "" {
-		o.Printer = util.TablePrinter(historyTable)
+		o.Printer = table.Printer(historyTable)
 	} else if p, err := o.PrintFlags.ToPrinter(); err == nil {
 		o.Printer = p
 	}
@@ -139,9 +140,9 @@ func historyTable(obj runtime.Object) (*metav1.Table, error) {
 	if !ok {
 		return nil, fmt.Errorf("history table: unexpected %T", obj)
 	}
-	t := util.NewTable("Time", "Result", "Config", "Message")
+	t := table.New("Time", "Result", "Config", "Message")
 	for _, e := range h.Entries {
-		util.AddRow(t, e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), oneLine(e.Message))
+		table.AddRow(t, e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), oneLine(e.Message))
 	}
 	return t, nil
 }

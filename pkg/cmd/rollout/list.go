@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // ListOptions holds the flags of `kubectl dkc rollout list`.
@@ -59,7 +60,7 @@ func (o *ListOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.
 		return err
 	}
 	if *o.PrintFlags.OutputFormat == "" {
-		o.Printer = util.TablePrinter(rolloutTable)
+		o.Printer = table.Printer(rolloutTable)
 	} else if p, err := o.PrintFlags.ToPrinter(); err == nil {
 		o.Printer = p
 	}
@@ -99,7 +100,7 @@ func rolloutTable(obj runtime.Object) (*metav1.Table, error) {
 	if !ok {
 		return nil, fmt.Errorf("rollout list: unexpected %T", obj)
 	}
-	t := util.NewTable("Name", "State", "Pool", "Revision", "Config", "Nodes", "Done", "Age")
+	t := table.New("Name", "State", "Pool", "Revision", "Config", "Nodes", "Done", "Age")
 	for i := range list.Items {
 		r := &list.Items[i]
 		done := 0
@@ -108,7 +109,7 @@ func rolloutTable(obj runtime.Object) (*metav1.Table, error) {
 				done++
 			}
 		}
-		util.AddRow(t, r.Name, string(r.State()), util.OrNone(r.Labels[pool.Label]), util.OrNone(r.Labels[pool.RevisionLabel]),
+		table.AddRow(t, r.Name, string(r.State()), table.OrNone(r.Labels[pool.Label]), table.OrNone(r.Labels[pool.RevisionLabel]),
 			rollout.DescribeTarget(r.Spec.Config), len(r.Spec.Nodes), done, duration.HumanDuration(time.Since(r.CreationTimestamp.Time)))
 	}
 	return t, nil

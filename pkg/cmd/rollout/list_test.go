@@ -12,11 +12,11 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/rollout/rollouttest"
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // listed returns a rollout of config over nodes, created age ago, with
@@ -58,7 +58,7 @@ func TestListOutput(t *testing.T) {
 			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 			o := &ListOptions{Namespace: source.DefaultNamespace, PrintFlags: genericclioptions.NewPrintFlags(""), IOStreams: streams}
 			*o.PrintFlags.OutputFormat = tc.output
-			o.Printer = util.TablePrinter(rolloutTable)
+			o.Printer = table.Printer(rolloutTable)
 			if tc.output != "" {
 				p, err := o.PrintFlags.ToPrinter()
 				if err != nil {

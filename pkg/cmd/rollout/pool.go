@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // poolPrefixes name a NodeConfigPool where a command takes NAME.
@@ -62,7 +63,7 @@ func printPoolHistory(streams genericiooptions.IOStreams, p *pool.Pool, revs []p
 		fmt.Fprintln(streams.ErrOut, "No revisions found.")
 		return nil
 	}
-	t := util.NewTable("Revision", "Config", "Digest", "Allow-Unsafe", "Rollouts", "State", "Created")
+	t := table.New("Revision", "Config", "Digest", "Allow-Unsafe", "Rollouts", "State", "Created")
 	for _, r := range revs {
 		first, latest := r.Rollouts[0], r.Latest()
 		var names []string
@@ -77,10 +78,10 @@ func printPoolHistory(streams genericiooptions.IOStreams, p *pool.Pool, revs []p
 		if r.Number == p.Status.Revision {
 			revision += " (current)"
 		}
-		util.AddRow(t, revision, rollout.DescribeTarget(first.Spec.Config), util.OrNone(digest), util.OrNone(allow),
+		table.AddRow(t, revision, rollout.DescribeTarget(first.Spec.Config), table.OrNone(digest), table.OrNone(allow),
 			strings.Join(names, ","), string(latest.State()), first.CreationTimestamp.UTC().Format(time.RFC3339))
 	}
-	return util.PrintTable(streams.Out, t)
+	return table.Print(streams.Out, t)
 }
 
 // undoPool points pool name back at revision to's config (0: the revision

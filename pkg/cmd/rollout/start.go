@@ -23,6 +23,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // Defaults of rollout start.
@@ -432,7 +433,7 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 	if len(r.Spec.Drain) > 0 {
 		columns = append(columns, "Drain")
 	}
-	t := util.NewTable(columns...)
+	t := table.New(columns...)
 	for _, w := range rollout.Waves(&r.Spec) {
 		wave := fmt.Sprint(w.Index)
 		if w.Canary {
@@ -448,9 +449,9 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 			}
 			row = append(row, strings.Join(drained, ","))
 		}
-		util.AddRow(t, row...)
+		table.AddRow(t, row...)
 	}
-	return util.PrintTable(o.Out, t)
+	return table.Print(o.Out, t)
 }
 
 // checkOverlap refuses to start a rollout over nodes that a Running or
