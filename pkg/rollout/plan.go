@@ -80,6 +80,14 @@ type Wave struct {
 	Nodes  []string `json:"nodes"`
 }
 
+// Label names w in a table: its index, and "(canary)" for the canary wave.
+func (w Wave) Label() string {
+	if w.Canary {
+		return fmt.Sprintf("%d (canary)", w.Index)
+	}
+	return fmt.Sprint(w.Index)
+}
+
 // Waves splits spec.Nodes into waves: the first Canary nodes alone, then,
 // with a soak, waves as large as the budget, each soaked before the next;
 // without one, the rest in one wave, over which the budget slides as a

@@ -5,7 +5,9 @@ import (
 	"io"
 	"strings"
 
-	"k8s.io/cli-runtime/pkg/printers"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // WaveSummary counts a wave's nodes by phase.
@@ -56,26 +58,28 @@ func Summarize(r *Rollout) []WaveSummary {
 // maxListed bounds the node names a table row shows.
 const maxListed = 5
 
-// PrintTable writes r as a header and one row per wave:
+// PrintTable writes r as a header and its waveTable:
 //
-//	rollout/r1: Running, config kube-system/cfg over 3 nodes, max unavailable 1, canary 1
-//	WAVE        STATE         DONE   IN-PROGRESS   WAITING   FAILED   NODES
-//	0 (canary)  done          1      0             0         0        n1
+//	rollout/r1: Running, kube-system/cfg over 3 nodes, max unavailable 1 (1), canary 1, no soak: a freed slot goes at once to the next node
+//	WAVE         STATE         DONE   IN-PROGRESS   WAITING   FAILED   NODES
+//	0 (canary)   done          1      0             0         0        n1(Done)
+//	1            in progress   0      1             1         0        n2(InProgress),n3
 func PrintTable(w io.Writer, r *Rollout) error {
 	fmt.Fprintf(w, "rollout/%s: %s\n", r.Name, Headline(r))
 	if r.Status.Reason != "" {
 		fmt.Fprintf(w, "reason: %s\n", r.Status.Reason)
 	}
-	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "WAVE\tSTATE\tDONE\tIN-PROGRESS\tWAITING\tFAILED\tNODES")
+	return table.Print(w, waveTable(r))
+}
+
+// waveTable is the table of r's waves, a wave a row: its state, its nodes
+// counted by phase, and the first of them (listNodes).
+func waveTable(r *Rollout) *metav1.Table {
+	t := table.New("Wave", "State", "Done", "In-Progress", "Waiting", "Failed", "Nodes")
 	for _, s := range Summarize(r) {
-		wave := fmt.Sprint(s.Index)
-		if s.Canary {
-			wave += " (canary)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", wave, s.State(), s.Done, s.InProgress, s.Waiting, s.Failed, listNodes(r, s.Nodes))
+		table.AddRow(t, s.Label(), s.State(), s.Done, s.InProgress, s.Waiting, s.Failed, listNodes(r, s.Nodes))
 	}
-	return tw.Flush()
+	return t
 }
 
 // Headline says what r does in one line.

@@ -435,11 +435,7 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 	}
 	t := table.New(columns...)
 	for _, w := range rollout.Waves(&r.Spec) {
-		wave := fmt.Sprint(w.Index)
-		if w.Canary {
-			wave += " (canary)"
-		}
-		row := []any{wave, strings.Join(w.Nodes, ",")}
+		row := []any{w.Label(), strings.Join(w.Nodes, ",")}
 		if len(r.Spec.Drain) > 0 {
 			var drained []string
 			for _, n := range w.Nodes {
