@@ -1,14 +1,13 @@
 package status
 
 import (
-	"fmt"
-	"io"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/cli-runtime/pkg/printers"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 const (
@@ -20,23 +19,20 @@ const (
 	invalid = "<invalid>"
 )
 
-// PrintTable writes items to w as a table sorted by node name, with the
-// columns NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD AGENT ERROR. wide adds
-// REQUESTED (the assignment the operator made, which the status can lag
+// Table makes the table of items, a row a node sorted by node name, with
+// the columns NODE CARRIER ASSIGNED ACTIVE LAST-KNOWN-GOOD AGENT ERROR. wide
+// adds REQUESTED (the assignment the operator made, which the status can lag
 // behind) and PINNED (the digest the assignment pins, shortened, with the
 // unsafe classes it allows), and shows each reported source with its
-// resourceVersion. See
-// FormatSource for how a source shows; ASSIGNED, ACTIVE and LAST-KNOWN-GOOD
-// are <none> when the node reports no status.
-func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
-	tw := printers.GetNewTabWriter(w)
-	header := []string{"NODE", "CARRIER", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
+// resourceVersion. See FormatSource for how a source shows; ASSIGNED, ACTIVE
+// and LAST-KNOWN-GOOD are <none> when the node reports no status. A cell
+// keeps all of its value on one line (cell).
+func Table(items []NodeConfig, wide bool) *metav1.Table {
+	columns := []string{"Node", "Carrier", "Assigned", "Active", "Last-Known-Good", "Agent", "Error"}
 	if wide {
-		header = []string{"NODE", "CARRIER", "REQUESTED", "PINNED", "ASSIGNED", "ACTIVE", "LAST-KNOWN-GOOD", "AGENT", "ERROR"}
+		columns = []string{"Node", "Carrier", "Requested", "Pinned", "Assigned", "Active", "Last-Known-Good", "Agent", "Error"}
 	}
-	if _, err := fmt.Fprintln(tw, strings.Join(header, "\t")); err != nil {
-		return err
-	}
+	t := table.New(columns...)
 	for _, item := range sorted(items) {
 		assigned, active, lkg, errText := none, none, none, none
 		if st := item.Status; st != nil {
@@ -55,14 +51,13 @@ func PrintTable(w io.Writer, items []NodeConfig, wide bool) error {
 		if wide {
 			row = []string{item.Name, carrier, FormatSource(item.ConfigSource, wide), formatPin(item), assigned, active, lkg, string(item.Agent), errText}
 		}
+		cells := make([]any, len(row))
 		for i := range row {
-			row[i] = cell(row[i])
+			cells[i] = cell(row[i])
 		}
-		if _, err := fmt.Fprintln(tw, strings.Join(row, "\t")); err != nil {
-			return err
-		}
+		table.AddRow(t, cells...)
 	}
-	return tw.Flush()
+	return t
 }
 
 // FormatSource shows src in one table cell: <local> for nil, <invalid> for a
@@ -99,7 +94,8 @@ func formatPin(item NodeConfig) string {
 	return item.Pin.Describe()
 }
 
-// cell keeps a value on one line and out of the tab writer's way.
+// cell keeps a value on one line, where the table printer would cut it at
+// its first line break, and out of the tab writer's way.
 func cell(s string) string {
 	s = strings.Map(func(r rune) rune {
 		switch r {

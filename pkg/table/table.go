@@ -44,7 +44,34 @@ func AddRow(t *metav1.Table, cells ...any) {
 // without rows prints nothing: the caller says so on ErrOut, as kubectl
 // get's "No resources found".
 func Print(w io.Writer, t *metav1.Table) error {
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(t, w)
+	return NewStream(w).Print(t)
+}
+
+// Stream prints tables to one writer one after the other, as kubectl get
+// -w prints a watch: the header once, before the first row, and each row
+// aligned with the rows printed before it (a column only grows wider).
+type Stream struct {
+	printer printers.ResourcePrinter
+	// w is printers.GetNewTabWriter's, which remembers the widths of the
+	// columns it flushed.
+	w interface {
+		io.Writer
+		Flush() error
+	}
+}
+
+// NewStream returns a Stream that prints to w.
+func NewStream(w io.Writer) *Stream {
+	return &Stream{printer: printers.NewTablePrinter(printers.PrintOptions{}), w: printers.GetNewTabWriter(w)}
+}
+
+// Print prints the rows of t, after the header when no row was printed
+// yet, and flushes them. t has the columns of the tables printed before.
+func (s *Stream) Print(t *metav1.Table) error {
+	if err := s.printer.PrintObj(t, s.w); err != nil {
+		return err
+	}
+	return s.w.Flush()
 }
 
 // Printer returns the default printer of a command whose objects print

@@ -41,3 +41,34 @@ func TestPrint(t *testing.T) {
 		})
 	}
 }
+
+// TestStream: the header once, before the first row, and the later rows
+// aligned with the earlier ones, as kubectl get -w prints them.
+func TestStream(t *testing.T) {
+	row := func(cells ...any) *metav1.Table {
+		t := New("Name", "State", "Message")
+		if len(cells) > 0 {
+			AddRow(t, cells...)
+		}
+		return t
+	}
+	var buf bytes.Buffer
+	s := NewStream(&buf)
+	for _, tab := range []*metav1.Table{
+		row(), // no rows yet: no header either
+		row("node-long-name", "ready", "-"),
+		row("n1", "verifying", "-"),
+		row("n2", "a-much-longer-state", "-"),
+	} {
+		if err := s.Print(tab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "NAME             STATE   MESSAGE\n" +
+		"node-long-name   ready   -\n" +
+		"n1               verifying   -\n" +
+		"n2               a-much-longer-state   -\n"
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -3,11 +3,9 @@
 package status
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // Output formats status handles itself; the others go to cli-runtime's
@@ -48,6 +47,10 @@ type Options struct {
 	Client  kubernetes.Interface
 	Printer printers.ResourcePrinter
 	genericiooptions.IOStreams
+
+	// rows is the table printed so far, which rows printed while watching
+	// go on (printTable).
+	rows *table.Stream
 }
 
 // NewStatusOptions returns Options with the defaults.
@@ -214,6 +217,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Output == outputTable || o.Output == outputWide {
+		if len(items) == 0 {
+			fmt.Fprintln(o.ErrOut, "No nodes found.")
+		}
 		o.warnAgents(items)
 	}
 	return failed(items)
@@ -246,7 +252,7 @@ func (o *Options) warnAgents(items []dkcstatus.NodeConfig) {
 func (o *Options) print(items []dkcstatus.NodeConfig) error {
 	switch o.Output {
 	case outputTable, outputWide:
-		return dkcstatus.PrintTable(o.Out, items, o.Output == outputWide)
+		return o.printTable(items)
 	case outputName:
 		// node/NAME, as kubectl get nodes -o name prints it, so that the
 		// names chain into kubectl; a NodeConfig's own would not.
@@ -262,18 +268,22 @@ func (o *Options) print(items []dkcstatus.NodeConfig) error {
 	return o.Printer.PrintObj(dkcstatus.NewList(items), o.Out)
 }
 
-// printChanges writes changed items while watching: table rows without a
-// header, one line per name, or one object each.
+// printTable prints items as rows of the status table, as kubectl get -w
+// prints a watch: the header once, before the first row, and each row
+// aligned with the rows printed before.
+func (o *Options) printTable(items []dkcstatus.NodeConfig) error {
+	if o.rows == nil {
+		o.rows = table.NewStream(o.Out)
+	}
+	return o.rows.Print(dkcstatus.Table(items, o.Output == outputWide))
+}
+
+// printChanges writes changed items while watching: table rows under the
+// table printed before, one line per name, or one object each.
 func (o *Options) printChanges(changed []dkcstatus.NodeConfig) error {
 	switch o.Output {
 	case outputTable, outputWide:
-		var buf bytes.Buffer
-		if err := dkcstatus.PrintTable(&buf, changed, o.Output == outputWide); err != nil {
-			return err
-		}
-		_, rows, _ := strings.Cut(buf.String(), "\n")
-		_, err := io.WriteString(o.Out, rows)
-		return err
+		return o.printTable(changed)
 	case outputName:
 		return o.print(changed)
 	}

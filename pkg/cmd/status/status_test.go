@@ -65,29 +65,49 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestPrintChanges: while watching, a change prints its rows under the
+// table printed before, as kubectl get -w does: aligned with it, without a
+// second header, and after the header when the first list had no node.
 func TestPrintChanges(t *testing.T) {
 	src := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "cm", KubeletConfigKey: "kubelet"}}
-	items := []dkcstatus.NodeConfig{
-		{ObjectMeta: nodeMeta("n2"), Carrier: source.Annotation, ConfigSource: src, Status: &corev1.NodeConfigStatus{Assigned: src, Active: src}, Agent: dkcstatus.AgentReady},
-		{ObjectMeta: nodeMeta("n1"), Agent: dkcstatus.AgentNone},
-	}
+	n1 := dkcstatus.NodeConfig{ObjectMeta: nodeMeta("n1"), Agent: dkcstatus.AgentNone}
+	n2 := dkcstatus.NodeConfig{ObjectMeta: nodeMeta("n2"), Carrier: source.Annotation, ConfigSource: src, Status: &corev1.NodeConfigStatus{Assigned: src, Active: src}, Agent: dkcstatus.AgentReady}
+	n1Assigned := n1
+	n1Assigned.Carrier, n1Assigned.ConfigSource, n1Assigned.Agent = source.Annotation, src, dkcstatus.AgentReady
+	n1Assigned.Status = &corev1.NodeConfigStatus{Assigned: src}
 	tests := map[string]struct {
-		output string
-		want   string
+		output  string
+		first   []dkcstatus.NodeConfig
+		changes [][]dkcstatus.NodeConfig
+		want    string
 	}{
-		"table rows only": {
-			output: "",
-			want: "n1     <none>       <none>           <none>           <none>            none    <none>\n" +
+		"table rows under the table": {
+			first:   []dkcstatus.NodeConfig{n2, n1},
+			changes: [][]dkcstatus.NodeConfig{{n1Assigned}},
+			want: "NODE   CARRIER      ASSIGNED         ACTIVE           LAST-KNOWN-GOOD   AGENT   ERROR\n" +
+				"n1     <none>       <none>           <none>           <none>            none    <none>\n" +
+				"n2     annotation   kube-system/cm   kube-system/cm   <local>           ready   <none>\n" +
+				"n1     annotation   kube-system/cm   <local>          <local>           ready   <none>\n",
+		},
+		"no node at first: the header with the first rows": {
+			changes: [][]dkcstatus.NodeConfig{{n1}, {n2}},
+			want: "NODE   CARRIER   ASSIGNED   ACTIVE   LAST-KNOWN-GOOD   AGENT   ERROR\n" +
+				"n1     <none>    <none>     <none>   <none>            none    <none>\n" +
 				"n2     annotation   kube-system/cm   kube-system/cm   <local>           ready   <none>\n",
 		},
-		"names": {output: "name", want: "node/n1\nnode/n2\n"},
+		"names": {output: "name", first: []dkcstatus.NodeConfig{n1}, changes: [][]dkcstatus.NodeConfig{{n2, n1Assigned}}, want: "node/n1\nnode/n1\nnode/n2\n"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
 			o := &Options{Output: tc.output, IOStreams: genericiooptions.IOStreams{Out: &out}}
-			if err := o.printChanges(items); err != nil {
+			if err := o.print(tc.first); err != nil {
 				t.Fatal(err)
+			}
+			for _, changed := range tc.changes {
+				if err := o.printChanges(changed); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
 				t.Errorf("printChanges() (-want +got):\n%s", diff)
@@ -134,6 +154,34 @@ func TestRunWarnsAboutAgents(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantOut, out.String()); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantErrOut, errOut.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRunNoNodes: a cluster without nodes prints no table, and says so on
+// stderr, as kubectl get says "No resources found"; -o name prints nothing.
+func TestRunNoNodes(t *testing.T) {
+	tests := map[string]struct {
+		output     string
+		wantErrOut string
+	}{
+		"table": {wantErrOut: "No nodes found.\n"},
+		"wide":  {output: "wide", wantErrOut: "No nodes found.\n"},
+		"name":  {output: "name"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+			o := &Options{Output: tc.output, Client: fake.NewClientset(), IOStreams: streams}
+			if err := o.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if out.Len() > 0 {
+				t.Errorf("stdout: %q, want nothing", out)
 			}
 			if diff := cmp.Diff(tc.wantErrOut, errOut.String()); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)
