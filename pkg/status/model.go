@@ -113,9 +113,10 @@ func NewList(items []NodeConfig) *NodeConfigList {
 	}
 }
 
-// sorted returns a copy of items sorted by node name.
+// sorted returns a copy of items sorted by node name: an empty slice,
+// never nil, for none.
 func sorted(items []NodeConfig) []NodeConfig {
-	out := slices.Clone(items)
+	out := append([]NodeConfig{}, items...)
 	slices.SortStableFunc(out, func(a, b NodeConfig) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

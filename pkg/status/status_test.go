@@ -219,6 +219,19 @@ func TestPrinters(t *testing.T) {
 	})
 }
 
+// An empty list prints "items": [], as kubectl get -o json does for no
+// objects, so that a script's jq '.items[]' finds nothing instead of
+// failing on null.
+func TestEmptyListJSON(t *testing.T) {
+	var buf bytes.Buffer
+	if err := (&printers.JSONPrinter{}).PrintObj(NewList(nil), &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`"items": []`)) {
+		t.Errorf("an empty list prints:\n%s\nwant \"items\": []", buf.String())
+	}
+}
+
 func TestDeepCopy(t *testing.T) {
 	list := NewList(fleet())
 	cp := list.DeepCopyObject().(*NodeConfigList)
