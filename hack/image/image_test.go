@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,17 +69,26 @@ func TestLayerTar(t *testing.T) {
 
 // TestReproducible builds each image twice, as `make image` does, and wants
 // the same archive bytes, hence the same digest; then it checks what the
-// index holds.
+// index holds. The pause and probe images, small programs of the standard
+// library, are built for two platforms, which tests the index of a
+// release; the agent only for this machine's, because for another one
+// every package of its dependencies would compile again (make release
+// builds it for both).
 func TestReproducible(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the agent for two platforms")
+		t.Skip("builds the agent")
 	}
 	ctx := context.Background()
+	platforms := map[string][]string{
+		"pause": {"linux/amd64", "linux/arm64"},
+		"probe": {"linux/amd64", "linux/arm64"},
+		"agent": {"linux/" + runtime.GOARCH},
+	}
 	for _, kind := range []string{"pause", "probe", "agent"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
 			o := options{Kind: kind, Root: "../..", Version: "v0.1.0-test", Commit: "0123456", Epoch: 1700000000,
-				Platforms: "linux/amd64,linux/arm64"}
+				Platforms: strings.Join(platforms[kind], ",")}
 			var digests []v1.Hash
 			var sums [][32]byte
 			for i := range 2 {
@@ -101,14 +112,14 @@ func TestReproducible(t *testing.T) {
 				t.Errorf("two builds gave two archives: %x and %x", sums[0], sums[1])
 			}
 			t.Logf("%s index digest %s", kind, digests[0])
-			checkArchive(t, o.Out, kind)
+			checkArchive(t, o.Out, kind, platforms[kind])
 		})
 	}
 }
 
 // checkArchive opens the archive as an OCI layout and checks its name, its
-// platforms, entrypoints and timestamps.
-func checkArchive(t *testing.T, path, kind string) {
+// platforms (want), entrypoints and timestamps.
+func checkArchive(t *testing.T, path, kind string, want []string) {
 	t.Helper()
 	idx, archived, err := openArchive(path, t.TempDir())
 	if err != nil {
@@ -145,7 +156,7 @@ func checkArchive(t *testing.T, path, kind string) {
 			t.Errorf("%s: created %d, want the epoch", d.Platform, got)
 		}
 	}
-	if diff := cmp.Diff([]string{"linux/amd64", "linux/arm64"}, platforms); diff != "" {
+	if diff := cmp.Diff(want, platforms); diff != "" {
 		t.Errorf("platforms (-want +got):\n%s", diff)
 	}
 }
