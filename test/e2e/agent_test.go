@@ -13,9 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 
-	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -248,14 +246,7 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		store, err := checkpoint.Open(storeDir, clock.RealClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _, err := store.State()
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, st := openStore(t, storeDir, "the store after the kill")
 		if !framework.IsConfigMap(st.Assigned, "agent-c") {
 			t.Errorf("assigned = %v after the kill, want agent-c", st.Assigned)
 		}

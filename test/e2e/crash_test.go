@@ -146,12 +146,13 @@ func nodeStatus(t *testing.T, c *framework.Cluster, node string) *corev1.NodeCon
 	return st
 }
 
-// openStore opens the node's store after a kill, as the agent's own start
+// openStore opens the store in dir after a kill, as the agent's own start
 // would (Open removes the temporaries a crash left), and decodes the record,
-// and upstream's meta files as a kubelet would.
-func openStore(t *testing.T, n *framework.Node, point string) (*checkpoint.Store, checkpoint.State) {
+// and upstream's meta files as a kubelet would. point names the moment in
+// a failure.
+func openStore(t *testing.T, dir, point string) (*checkpoint.Store, checkpoint.State) {
 	t.Helper()
-	store, err := checkpoint.Open(n.AgentStoreDir(), clock.RealClock{})
+	store, err := checkpoint.Open(dir, clock.RealClock{})
 	if err != nil {
 		t.Fatalf("%s: open store: %v", point, err)
 	}
@@ -159,7 +160,7 @@ func openStore(t *testing.T, n *framework.Node, point string) (*checkpoint.Store
 	if err != nil {
 		t.Fatalf("%s: record: %v", point, err)
 	}
-	if _, err := checkpointtest.Read(n.AgentStoreDir()); err != nil {
+	if _, err := checkpointtest.Read(dir); err != nil {
 		t.Fatalf("%s: the store as a kubelet or an older dkc reads it: %v", point, err)
 	}
 	return store, st
@@ -167,7 +168,7 @@ func openStore(t *testing.T, n *framework.Node, point string) (*checkpoint.Store
 
 func checkAfterKill(t *testing.T, n *framework.Node, local []byte, point string) {
 	t.Helper()
-	store, st := openStore(t, n, point)
+	store, st := openStore(t, n.AgentStoreDir(), point)
 	file, err := os.ReadFile(n.ConfigPath)
 	if err != nil {
 		t.Fatalf("%s: kubelet config: %v", point, err)

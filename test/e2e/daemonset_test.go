@@ -12,10 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
@@ -125,14 +123,7 @@ func TestDaemonSet(t *testing.T) {
 			t.Errorf("configz maxPods %v, want 42", got)
 		}
 		wantEvent(t, c, n.Name, "Applied")
-		store, err := checkpoint.Open(storeDir, clock.RealClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _, err := store.State()
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, st := openStore(t, storeDir, "the pod's store")
 		if !framework.IsConfigMap(st.Assigned, "ds-a") {
 			t.Errorf("the pod's store at %s has assigned %v, want ds-a", storeDir, st.Assigned)
 		}
@@ -171,14 +162,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 		t.Logf("killed the agent (container %s, pid %d) during the apply", id[:12], pid)
 
-		store, err := checkpoint.Open(storeDir, clock.RealClock{})
-		if err != nil {
-			t.Fatalf("the store after the kill: %v", err)
-		}
-		st, _, err := store.State()
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, st := openStore(t, storeDir, "the store after the kill")
 		if !framework.IsConfigMap(st.Assigned, "ds-b") {
 			t.Errorf("assigned = %v after the kill, want ds-b", st.Assigned)
 		}
