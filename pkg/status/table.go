@@ -11,8 +11,6 @@ import (
 )
 
 const (
-	// none marks an empty cell, as kubectl does.
-	none = "<none>"
 	// local marks the node's local config: a nil source.
 	local = "<local>"
 	// invalid marks a source without a subfield.
@@ -34,7 +32,7 @@ func Table(items []NodeConfig, wide bool) *metav1.Table {
 	}
 	t := table.New(columns...)
 	for _, item := range sorted(items) {
-		assigned, active, lkg, errText := none, none, none, none
+		assigned, active, lkg, errText := table.None, table.None, table.None, table.None
 		if st := item.Status; st != nil {
 			assigned = FormatSource(st.Assigned, wide)
 			active = FormatSource(st.Active, wide)
@@ -45,7 +43,7 @@ func Table(items []NodeConfig, wide bool) *metav1.Table {
 		}
 		carrier := string(item.Carrier)
 		if carrier == "" {
-			carrier = none
+			carrier = table.None
 		}
 		row := []string{item.Name, carrier, assigned, active, lkg, string(item.Agent), errText}
 		if wide {
@@ -86,7 +84,7 @@ func FormatSource(src *corev1.NodeConfigSource, wide bool) string {
 // config, <unpinned> for an assignment without a pin for it.
 func formatPin(item NodeConfig) string {
 	if item.ConfigSource == nil {
-		return none
+		return table.None
 	}
 	if !item.Pin.For(item.ConfigSource) {
 		return "<unpinned>"
@@ -105,7 +103,7 @@ func cell(s string) string {
 		return r
 	}, s)
 	if s == "" {
-		return none
+		return table.None
 	}
 	return s
 }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 )
 
-// None marks an empty cell of a table.
-const None = "-"
+// None marks an empty cell of a table, as kubectl's tables do.
+const None = "<none>"
 
 // OrNone returns s, or None when s is empty.
 func OrNone(s string) string {

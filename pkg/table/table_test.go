@@ -13,7 +13,7 @@ func TestPrint(t *testing.T) {
 		table func() *metav1.Table
 		want  string
 	}{
-		"upper-case headers, 3 spaces, - for empty, cut at a line break": {
+		"upper-case headers, 3 spaces, <none> for empty, cut at a line break": {
 			table: func() *metav1.Table {
 				t := New("Name", "Long-Column", "Message")
 				AddRow(t, "a", OrNone(""), "one line")
@@ -21,7 +21,7 @@ func TestPrint(t *testing.T) {
 				return t
 			},
 			want: "NAME   LONG-COLUMN   MESSAGE\n" +
-				"a      -             one line\n" +
+				"a      <none>        one line\n" +
 				"bb     12            first...\n",
 		},
 		"no rows, nothing": {

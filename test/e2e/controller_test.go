@@ -555,8 +555,8 @@ spec:
 		}
 		h := mustDKC(t, c, "", "rollout", "history", "ncp/workers")
 		for _, want := range []*regexp.Regexp{
-			regexp.MustCompile(`(?m)^1 +kube-system/pool-a +sha256:\w+ +- +workers-1 +Done`),
-			regexp.MustCompile(`(?m)^2 \(current\) +kube-system/pool-b +sha256:\w+ +- +workers-2,workers-2-2 +Done`),
+			regexp.MustCompile(`(?m)^1 +kube-system/pool-a +sha256:\w+ +<none> +workers-1 +Done`),
+			regexp.MustCompile(`(?m)^2 \(current\) +kube-system/pool-b +sha256:\w+ +<none> +workers-2,workers-2-2 +Done`),
 		} {
 			if !want.MatchString(h.Stdout) {
 				t.Errorf("rollout history ncp/workers does not match %s:\n%s", want, h.Stdout)

@@ -30,7 +30,7 @@ func listed(name, config string, age time.Duration, labels map[string]string, no
 	return r
 }
 
-// TestListOutput: the table by default, newest first, with - for the pool
+// TestListOutput: the table by default, newest first, with <none> for the pool
 // and revision of a rollout that is no pool's; -o as PrintFlags has it.
 func TestListOutput(t *testing.T) {
 	rollouts := []*rollout.Rollout{
@@ -45,7 +45,7 @@ func TestListOutput(t *testing.T) {
 		"table": {rollouts: rollouts, wantOut: "" +
 			"NAME        STATE     POOL      REVISION   CONFIG          NODES   DONE   AGE\n" +
 			"workers-2   Running   workers   2          kube-system/b   1       1      90m\n" +
-			"r1          Running   -         -          kube-system/a   2       1      3d\n"},
+			"r1          Running   <none>    <none>     kube-system/a   2       1      3d\n"},
 		"table, no rollouts":    {wantErrOut: "No rollouts found in kube-system namespace.\n"},
 		"jsonpath":              {rollouts: rollouts, output: "jsonpath={.items[*].metadata.name}", wantOut: "workers-2 r1"},
 		"jsonpath, no rollouts": {output: "jsonpath={.items[*].metadata.name}"},
@@ -76,7 +76,7 @@ func TestListOutput(t *testing.T) {
 }
 
 // TestPoolHistory: a pool's revisions, oldest first, the current one
-// marked, with - for what a revision did not pin or allow.
+// marked, with <none> for what a revision did not pin or allow.
 func TestPoolHistory(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 11, 26, 3, 30, 1, 0, time.UTC))
 	rev := func(name, config string, pin *source.Pin, state rollout.State) *rollout.Rollout {
@@ -99,7 +99,7 @@ func TestPoolHistory(t *testing.T) {
 	}{
 		"revisions": {revs: revs, wantOut: "nodeconfigpool/workers\n" +
 			"REVISION      CONFIG               DIGEST                ALLOW-UNSAFE       ROLLOUTS                STATE    CREATED\n" +
-			"1             kube-system/pool-a   -                     -                  workers-1               Done     2026-11-26T03:30:01Z\n" +
+			"1             kube-system/pool-a   <none>                <none>             workers-1               Done     2026-11-26T03:30:01Z\n" +
 			"2 (current)   kube-system/pool-b   sha256:0c9e51a7b4f2   restart,eviction   workers-2,workers-2-2   Halted   2026-11-26T03:30:01Z\n"},
 		"no revisions": {wantOut: "nodeconfigpool/workers\n", wantErrOut: "No revisions found.\n"},
 	}
