@@ -33,15 +33,7 @@ func skewKubeletBinDir() string {
 // it the test fails in CI and is skipped elsewhere.
 func oldKubeletDir(t *testing.T) string {
 	t.Helper()
-	binDir := skewKubeletBinDir()
-	if _, err := os.Stat(filepath.Join(binDir, "kubelet")); err != nil {
-		msg := "missing " + filepath.Join(binDir, "kubelet") + ": run `make components-v1.34` (hack/build-components-v1.34.sh)"
-		if framework.InCI() {
-			t.Fatalf("CI=true: %s", msg)
-		}
-		t.Skipf("skipping (set CI=true to make this a failure): %s", msg)
-	}
-	return binDir
+	return framework.RequireBinaries(t, skewKubeletBinDir(), "components-v1.34", "kubelet")
 }
 
 // TestKubeletSkew runs the agent against kubelets v1.34 under the v1.37.2

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // InCI reports whether the run is CI's (CI=true), where a component that
@@ -107,14 +110,55 @@ func LegacyBinDir(tb testing.TB) string {
 	if dir == "" {
 		dir = filepath.Join(CacheBinDir(), LegacyVersion)
 	}
-	for _, name := range []string{"kube-apiserver", "kubelet"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			msg := "missing " + filepath.Join(dir, name) + ": run `make components-v1.23` (hack/build-components-v1.23.sh)"
-			if InCI() {
-				tb.Fatalf("CI=true: %s", msg)
+	return RequireBinaries(tb, dir, "components-v1.23", "kube-apiserver", "kubelet")
+}
+
+// PendingEnv names the file that says components are still being built:
+// `make test` builds the older Kubernetes components (make target
+// components-v1.34 and components-v1.23) in the background while the e2e
+// tests run, creates this file before and removes it when that build ends,
+// and writes the build's output to the same path plus ".log".
+const PendingEnv = "DKC_COMPONENTS_PENDING"
+
+// RequireBinaries returns dir once it holds every one of names, which make
+// target builds. While a background build is pending (PendingEnv), it
+// waits for it first, saying so every minute. A binary still missing then
+// fails the test in CI and skips it elsewhere, naming the make target.
+func RequireBinaries(tb testing.TB, dir, target string, names ...string) string {
+	tb.Helper()
+	missing := func() string {
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return filepath.Join(dir, name)
 			}
-			tb.Skipf("skipping (set CI=true to make this a failure): %s", msg)
 		}
+		return ""
+	}
+	if pending := os.Getenv(PendingEnv); pending != "" && missing() != "" {
+		began := time.Now()
+		said := began
+		tb.Logf("waiting for make %s, building in the background (%s.log)", target, pending)
+		_ = wait.PollUntilContextTimeout(context.Background(), 2*time.Second, time.Hour, true, func(context.Context) (bool, error) {
+			if _, err := os.Stat(pending); err != nil || missing() == "" {
+				return true, nil
+			}
+			if time.Since(said) >= time.Minute {
+				said = time.Now()
+				tb.Logf("still waiting for make %s after %s", target, time.Since(began).Round(time.Second))
+			}
+			return false, nil
+		})
+		tb.Logf("waited %s for make %s", time.Since(began).Round(time.Second), target)
+		if m := missing(); m != "" {
+			tb.Logf("the background build ended without %s; its log ends:\n%s", m, tail(pending+".log", 30))
+		}
+	}
+	if m := missing(); m != "" {
+		msg := "missing " + m + ": run `make " + target + "`"
+		if InCI() {
+			tb.Fatalf("CI=true: %s", msg)
+		}
+		tb.Skipf("skipping (set CI=true to make this a failure): %s", msg)
 	}
 	return dir
 }
