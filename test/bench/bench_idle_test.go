@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -72,19 +71,11 @@ rules:
 	if err != nil {
 		b.Fatal(err)
 	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(local, &cfg); err != nil {
-		b.Fatal(err)
-	}
-	cfg["maxPods"] = 57
-	payload, err := yaml.Marshal(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	payload := framework.ConfigWith(b, local, framework.MaxPods(57))
 	const config = "bench-idle"
 	if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: config, Namespace: source.DefaultNamespace},
-		Data:       map[string]string{source.DefaultKey: string(payload)},
+		Data:       map[string]string{source.DefaultKey: payload},
 	}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}

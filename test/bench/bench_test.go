@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -103,18 +102,10 @@ func createMaxPodsConfig(ctx context.Context, b *testing.B, c *framework.Cluster
 	if err != nil {
 		b.Fatal(err)
 	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(local, &cfg); err != nil {
-		b.Fatal(err)
-	}
-	cfg["maxPods"] = maxPods
-	payload, err := yaml.Marshal(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	payload := framework.ConfigWith(b, local, framework.MaxPods(maxPods))
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: source.DefaultNamespace},
-		Data:       map[string]string{source.DefaultKey: string(payload)},
+		Data:       map[string]string{source.DefaultKey: payload},
 	}
 	if _, err := c.Client.CoreV1().ConfigMaps(source.DefaultNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -73,17 +72,7 @@ func TestConfinement(t *testing.T) {
 	kc, agentClient := clientFor(framework.AgentSA, pod)
 
 	t.Run("without the policy the agent reports Unconfined and applies nothing, then applies once it is in force", func(t *testing.T) {
-		local := a.DefaultKubeletConfig()
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg["maxPods"] = 42
-		payload, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		createConfigMap(t, c, "confine-42", string(payload))
+		createConfigMap(t, c, "confine-42", framework.ConfigWith(t, a.DefaultKubeletConfig(), framework.MaxPods(42)))
 		starts := a.KubeletStarts()
 		ag, err := a.StartAgent(framework.DKCBinary(), a.AgentArgs(framework.AgentOptions{Kubeconfig: kc, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true}))
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -93,18 +92,7 @@ func TestDaemonSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPods := func(maxPods int) string {
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg["maxPods"] = maxPods
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
+	withPods := func(maxPods int) string { return framework.ConfigWith(t, local, framework.MaxPods(maxPods)) }
 	// The store, as the pod's hostPath /var/lib/kubectl-dkc: /var/lib is the
 	// node's own varlib in its mount namespace.
 	storeDir := filepath.Join(n.Dir, "varlib", "kubectl-dkc")

@@ -67,7 +67,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		t.Fatalf("the two nodes' /var/lib/kubelet/config.yaml differ:\n%s\n---\n%s", local[names[0]], local[names[1]])
 	}
 	withPods := func(maxPods int, edit func(cfg map[string]any)) string {
-		return configWith(t, local[names[0]], func(cfg map[string]any) {
+		return framework.ConfigWith(t, local[names[0]], func(cfg map[string]any) {
 			cfg["maxPods"] = maxPods
 			if edit != nil {
 				edit(cfg)

@@ -85,7 +85,7 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 	}
 
 	t.Run("the unit's agent applies an assigned config with the kubelet's credential", func(t *testing.T) {
-		createConfigMap(t, c, "unit-a", configWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
+		createConfigMap(t, c, "unit-a", framework.ConfigWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "unit-a")
 		eventuallyStatus(t, c, n.Name, time.Minute, Active("unit-a"), LKG("unit-a"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {

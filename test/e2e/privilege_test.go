@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -303,17 +302,7 @@ func TestPrivilege(t *testing.T) {
 	})
 
 	t.Run("an agent on a pod-bound token applies a config, reading its kubelet directly", func(t *testing.T) {
-		local := a.DefaultKubeletConfig()
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg["maxPods"] = 42
-		payload, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		createConfigMap(t, c, "privilege-42", string(payload))
+		createConfigMap(t, c, "privilege-42", framework.ConfigWith(t, a.DefaultKubeletConfig(), framework.MaxPods(42)))
 		proxyBefore := apiserverMetric(t, c, "apiserver_request_total", `resource="nodes"`, `subresource="proxy"`)
 		ag, err := a.StartAgent(framework.DKCBinary(), a.AgentArgs(framework.AgentOptions{Kubeconfig: kcA, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true, Extra: []string{"-v=2"}}))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 )
 
 // InCI reports whether the run is CI's (CI=true), where a component that
@@ -161,4 +162,27 @@ func RequireBinaries(tb testing.TB, dir, target string, names ...string) string 
 		tb.Skipf("skipping (set CI=true to make this a failure): %s", msg)
 	}
 	return dir
+}
+
+// ConfigWith returns the kubelet config local with edit applied (nil: as it
+// is), as YAML: a payload that differs from local only where edit says.
+func ConfigWith(tb testing.TB, local []byte, edit func(cfg map[string]any)) string {
+	tb.Helper()
+	var cfg map[string]any
+	if err := yaml.Unmarshal(local, &cfg); err != nil {
+		tb.Fatal(err)
+	}
+	if edit != nil {
+		edit(cfg)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(out)
+}
+
+// MaxPods is an edit for ConfigWith that sets maxPods to n.
+func MaxPods(n int) func(cfg map[string]any) {
+	return func(cfg map[string]any) { cfg["maxPods"] = n }
 }
