@@ -8,7 +8,11 @@
 # shown up front. While the build runs, a progress line every 15 s counts the
 # packages compiled so far out of the packages' dependencies (go build -v
 # names each package it compiles; cached ones are not counted). Extra go
-# build flags come from GO_BUILD_FLAGS.
+# build flags come from GO_BUILD_FLAGS. The compiler writes no DWARF, which
+# -s -w would strip from the binaries anyway: a cold build of
+# kube-scheduler took 435 s instead of 485 s and 833 CPU-seconds instead of
+# 932 on 2 cores. The Makefile compiles dkc with the same flags, so that
+# their shared packages compile once.
 go_build() {
   local label=$1 dir=$2 ldflags=$3 outdir=$4 estimate=$5
   shift 5
@@ -24,7 +28,7 @@ go_build() {
   local start=$SECONDS tmp
   tmp=$(mktemp -d "$outdir/.build.XXXXXX")
   # shellcheck disable=SC2086 # GO_BUILD_FLAGS is a list of flags
-  (cd "$dir" && CGO_ENABLED=0 go build -v -trimpath ${GO_BUILD_FLAGS:-} -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1) |
+  (cd "$dir" && CGO_ENABLED=0 go build -v -trimpath -gcflags=all=-dwarf=false ${GO_BUILD_FLAGS:-} -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}" 2>&1) |
     _build_progress "$label" "$total" "$start"
   local i
   for i in "${!names[@]}"; do
