@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,10 +79,23 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The unit has PrivateTmp=yes: systemd gives it a directory of its own
+	// under /tmp, which on these nodes is the host's, and removes it when
+	// the unit stops.
+	before := agentPrivateTmps(t)
 	for _, args := range [][]string{{"daemon-reload"}, {"start", "kubectl-dkc-agent.service"}} {
 		if out, err := n.Systemd.Systemctl(args...); err != nil {
 			t.Fatalf("systemctl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+	var firstBoot []string
+	for _, dir := range agentPrivateTmps(t) {
+		if !slices.Contains(before, dir) {
+			firstBoot = append(firstBoot, dir)
+		}
+	}
+	if len(firstBoot) == 0 {
+		t.Fatalf("the running agent unit has no private /tmp directory (before it started: %q)", before)
 	}
 
 	t.Run("the unit's agent applies an assigned config with the kubelet's credential", func(t *testing.T) {
@@ -123,6 +137,13 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("reboot to Ready: %s", time.Since(began).Round(time.Millisecond))
+		// The node shut down as a machine does: its units stopped, and
+		// systemd removed their private /tmp directories.
+		for _, dir := range firstBoot {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s, the agent unit's private /tmp before the reboot, is still there (stat: %v)", dir, err)
+			}
+		}
 		show := func(unit, prop string) string {
 			out, err := n.Systemd.Systemctl("show", "--property="+prop, "--value", unit)
 			if err != nil {
@@ -146,4 +167,15 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 		}
 		eventuallyStatus(t, c, n.Name, time.Minute, Active("unit-a"), NoError())
 	})
+}
+
+// agentPrivateTmps lists the private /tmp directories that systemd made on
+// the host's /tmp for deploy/systemd's agent unit (PrivateTmp=yes).
+func agentPrivateTmps(t *testing.T) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("/tmp/systemd-private-*-kubectl-dkc-agent.service-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,8 +33,14 @@ type Systemd struct {
 	PID int
 
 	cmd     *exec.Cmd
+	exited  chan struct{} // closed once cmd has exited and been waited for
+	waitErr error         // cmd.Wait's error, once exited is closed
 	cgroups []string
 }
+
+// systemdStopTimeout bounds Stop's clean shutdown; a manager still running
+// then is killed.
+const systemdStopTimeout = 20 * time.Second
 
 // systemdInit runs as PID 1 of the new namespaces, then becomes systemd.
 // $1 is the unit directory, $2 the file that stands in for /dev/console.
@@ -80,7 +87,10 @@ type SystemdOptions struct {
 // dbus.service runs, as on a host.
 var systemdBaseUnits = map[string]string{
 	"dkc-e2e.target": "[Unit]\nDescription=dkc e2e\nWants=dbus.socket dbus.service\n",
-	"dbus.socket":    "[Unit]\nDefaultDependencies=no\n[Socket]\nListenStream=/run/dbus/system_bus_socket\n",
+	// Stop isolates this target: every unit but the bus stops, as at a
+	// machine's shutdown.
+	"dkc-e2e-down.target": "[Unit]\nDescription=dkc e2e shutdown\nDefaultDependencies=no\nAllowIsolate=yes\nWants=dbus.socket dbus.service\n",
+	"dbus.socket":         "[Unit]\nDefaultDependencies=no\n[Socket]\nListenStream=/run/dbus/system_bus_socket\n",
 	"dbus.service": "[Unit]\nDefaultDependencies=no\nRequires=dbus.socket\n[Service]\n" +
 		"ExecStart=/usr/bin/dbus-daemon --system --address=systemd: --nofork --nopidfile --systemd-activation --syslog-only\n",
 }
@@ -188,16 +198,18 @@ func StartSystemdWith(dir string, units map[string]string, opts SystemdOptions) 
 	if err := s.cmd.Start(); err != nil {
 		return s, fmt.Errorf("start unshare: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
+	s.exited = make(chan struct{})
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
-		case err := <-exited:
-			exited <- err
+		case <-s.exited:
 			b, _ := os.ReadFile(filepath.Join(dir, "unshare.log"))
 			c, _ := os.ReadFile(console)
-			return s, fmt.Errorf("systemd exited (%v): %s%s", err, b, c)
+			return s, fmt.Errorf("systemd exited (%v): %s%s", s.waitErr, b, c)
 		default:
 		}
 		if s.PID == 0 {
@@ -257,22 +269,101 @@ func (s *Systemd) Console() string {
 	return string(b)
 }
 
-// Stop kills the manager, which ends every process in its PID namespace,
-// and removes its cgroups.
+// Stop shuts the manager down as a machine does: it stops every unit
+// (isolating dkc-e2e-down.target), so that their stop actions run, and
+// waits until systemd removed the directories it made for PrivateTmp=
+// units under /tmp, which is the host's. Then it kills the manager, which
+// ends every process left in its PID namespace, and removes its cgroups. A
+// shutdown that takes over systemdStopTimeout, or a manager whose bus is
+// down, is killed then.
 func (s *Systemd) Stop() {
-	if s.PID != 0 {
+	if s.PID != 0 && !s.hasExited() && s.busUp() {
+		deadline := time.Now().Add(systemdStopTimeout)
+		private := s.privateTmps()
+		cmd := exec.Command("nsenter", "-t", strconv.Itoa(s.PID), "-m", "-p", "-n", "-u", "-i", "--",
+			"systemctl", "--no-pager", "isolate", "dkc-e2e-down.target")
+		// What went wrong, if the shutdown did, is in stop.log.
+		if log, err := os.Create(filepath.Join(s.Dir, "stop.log")); err == nil {
+			defer log.Close()
+			cmd.Stdout, cmd.Stderr = log, log
+		}
+		if err := cmd.Start(); err == nil {
+			done := make(chan struct{})
+			go func() {
+				_ = cmd.Wait()
+				close(done)
+			}()
+			select {
+			case <-done:
+				// systemd removes them in a thread of its own, after
+				// the unit stopped.
+				for _, dir := range private {
+					for time.Now().Before(deadline) {
+						if _, err := os.Stat(dir); os.IsNotExist(err) {
+							break
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+			case <-time.After(time.Until(deadline)):
+				_ = cmd.Process.Kill()
+			}
+		}
+	}
+	if s.hasExited() {
+		// Its PID may be another process's by now.
+	} else if s.PID != 0 {
 		_ = syscall.Kill(s.PID, syscall.SIGKILL)
 	} else if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
 	}
-	if s.cmd != nil && s.cmd.Process != nil {
+	if s.exited != nil {
 		// unshare exits once its child, the manager, is gone.
-		for i := 0; i < 100 && syscall.Kill(s.cmd.Process.Pid, 0) == nil; i++ {
-			time.Sleep(50 * time.Millisecond)
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
 		}
 	}
 	removeCgroups(s.cgroups)
 	s.PID = 0
+}
+
+// privateTmps lists the host directories that systemd made for the
+// manager's running PrivateTmp= units: the sources of their /tmp mounts,
+// which /proc/PID/mountinfo gives relative to the host's filesystem that
+// holds /tmp.
+func (s *Systemd) privateTmps() []string {
+	out, _ := s.Exec("sh", "-c", "cat /proc/[0-9]*/mountinfo 2>/dev/null")
+	var dirs []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[4] != "/tmp" {
+			continue
+		}
+		i := strings.Index(f[3], "/systemd-private-")
+		if i < 0 {
+			continue
+		}
+		name, _, _ := strings.Cut(f[3][i+1:], "/")
+		dir := filepath.Join("/tmp", name)
+		if !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+// hasExited reports whether the manager's process has exited.
+func (s *Systemd) hasExited() bool {
+	if s.exited == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // makeChildCgroups creates cgroup name under this process's cgroup in every
