@@ -181,6 +181,9 @@ func TestKubeadmNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		heartbeat := readyHeartbeat(t, c, name)
+		// A heartbeat is kept to the second: restart in a later second
+		// than the last one, so that the new kubelet's is later.
+		time.Sleep(time.Until(heartbeat.Time.Add(time.Second)))
 		// The agent's --restart=systemd, on the node's system bus, as the
 		// DaemonSet reaches the host's.
 		t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", n.Systemd.BusAddress())

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,6 +241,11 @@ type KubeadmNodeOptions struct {
 	// KubeletBinDir holds the node's kubelet, which kubelet.service runs;
 	// default the cluster's Options.KubeletBinDir.
 	KubeletBinDir string
+	// KubeletConfigDir, when set, is the kubelet's --config-dir, as
+	// docs/install.md tells an operator to set it for dkc's drop-in mode:
+	// the directory made on the node, and the flag given through the
+	// JoinConfiguration's nodeRegistration.kubeletExtraArgs.
+	KubeletConfigDir string
 }
 
 // StartKubeadmNode boots a node named name under its own systemd, has
@@ -461,6 +467,30 @@ func (n *KubeadmNode) join(ctx context.Context) error {
 	for check := range KubeadmIgnoredPreflightErrors {
 		ignore = append(ignore, check)
 	}
+	slices.Sort(ignore)
+	// The JoinConfiguration an operator would write: token discovery, and
+	// the kubelet's extra flags, which kubeadm writes into
+	// kubeadm-flags.env.
+	config := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: %q
+    token: %q
+    caCertHashes: [%q]
+nodeRegistration:
+  ignorePreflightErrors: [%s]
+`, strings.TrimPrefix(c.APIServerURL, "https://"), c.kubeadmToken(), "sha256:"+hex.EncodeToString(hash[:]), strings.Join(ignore, ", "))
+	if dir := n.opts.KubeletConfigDir; dir != "" {
+		if err := os.MkdirAll(n.Path(dir), 0o755); err != nil {
+			return err
+		}
+		config += fmt.Sprintf("  kubeletExtraArgs:\n  - name: config-dir\n    value: %q\n", dir)
+	}
+	configPath := filepath.Join(n.Dir, "kubeadm-join.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		return err
+	}
 	log, err := os.Create(n.JoinLog)
 	if err != nil {
 		return err
@@ -468,11 +498,7 @@ func (n *KubeadmNode) join(ctx context.Context) error {
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	err = n.Kubeadm(ctx, log, "join", strings.TrimPrefix(c.APIServerURL, "https://"),
-		"--token="+c.kubeadmToken(),
-		"--discovery-token-ca-cert-hash=sha256:"+hex.EncodeToString(hash[:]),
-		"--ignore-preflight-errors="+strings.Join(ignore, ","),
-		"--v=1")
+	err = n.Kubeadm(ctx, log, "join", "--config="+configPath, "--v=1")
 	if err != nil {
 		return fmt.Errorf("kubeadm join: %w (output: %s)\n%s", err, n.JoinLog, tail(n.JoinLog, 30))
 	}
