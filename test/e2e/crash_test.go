@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
@@ -59,18 +58,7 @@ func TestAgentKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var localCfg map[string]any
-	if err := yaml.Unmarshal(local, &localCfg); err != nil {
-		t.Fatal(err)
-	}
-	payload := func(maxPods int) string {
-		localCfg["maxPods"] = maxPods
-		out, err := yaml.Marshal(localCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
+	payload := func(maxPods int) string { return framework.ConfigWith(t, local, framework.MaxPods(maxPods)) }
 	start := func() *framework.Agent {
 		t.Helper()
 		a, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{

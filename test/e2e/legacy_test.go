@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -60,7 +63,7 @@ func TestLegacyNativeDKC(t *testing.T) {
 	})
 	ctx := context.Background()
 	n := c.Nodes[0]
-	storeDir := filepath.Join(n.Dir, "dynamic-config", "store")
+	dynamicConfigDir := filepath.Join(n.Dir, "dynamic-config")
 
 	t.Run("components are v1.23.17 on the harness's etcd 3.7", func(t *testing.T) {
 		v, err := c.Client.Discovery().ServerVersion()
@@ -259,22 +262,18 @@ func TestLegacyNativeDKC(t *testing.T) {
 	})
 
 	t.Run("the upstream checkpoint store", func(t *testing.T) {
-		meta, err := os.ReadFile(filepath.Join(storeDir, "meta", "assigned"))
+		// checkpointtest reads a store as a 1.23 kubelet does: the
+		// real kubelet's store is the reference for that fixture.
+		l, err := checkpointtest.Read(dynamicConfigDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range []string{"kind: SerializedNodeConfigSource", "apiVersion: kubelet.config.k8s.io/v1beta1", "uid: " + string(cm.UID), "name: " + cmName} {
-			if !strings.Contains(string(meta), s) {
-				t.Errorf("meta/assigned lacks %q:\n%s", s, meta)
-			}
+		if a := l.Assigned; a == nil || a.ConfigMap == nil || a.ConfigMap.UID != cm.UID || a.ConfigMap.Name != cmName || a.ConfigMap.KubeletConfigKey != "kubelet" {
+			t.Errorf("meta/assigned is %s, want ConfigMap %s (uid %s), key kubelet", toJSON(l.Assigned), cmName, cm.UID)
 		}
-		checkpoint := filepath.Join(storeDir, "checkpoints", string(cm.UID), cm.ResourceVersion, "kubelet")
-		got, err := os.ReadFile(checkpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != cm.Data["kubelet"] {
-			t.Errorf("checkpoint %s differs from the ConfigMap's data", checkpoint)
+		key := string(cm.UID) + "/" + cm.ResourceVersion
+		if got := l.Checkpoints[key]["kubelet"]; string(got) != cm.Data["kubelet"] {
+			t.Errorf("checkpoint %s's kubelet differs from the ConfigMap's data; checkpoints: %q", key, slices.Sorted(maps.Keys(l.Checkpoints)))
 		}
 	})
 
@@ -321,12 +320,12 @@ func TestLegacyNativeDKC(t *testing.T) {
 		if done, err := dkcstatus.Reached(item, dkcstatus.WaitActive); !done || err != nil {
 			t.Errorf("Reached(active) = %v, %v after reset; want true, nil", done, err)
 		}
-		meta, err := os.ReadFile(filepath.Join(storeDir, "meta", "assigned"))
+		l, err := checkpointtest.Read(dynamicConfigDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(meta) != 0 {
-			t.Errorf("meta/assigned is not empty after reset (empty means the local config):\n%s", meta)
+		if l.Assigned != nil {
+			t.Errorf("meta/assigned is %s after reset, want empty (the local config)", toJSON(l.Assigned))
 		}
 	})
 

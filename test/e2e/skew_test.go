@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -71,19 +70,12 @@ func TestKubeletSkew(t *testing.T) {
 		}
 	}
 	withPods := func(n *framework.Node, maxPods int, edit func(cfg map[string]any)) string {
-		var cfg map[string]any
-		if err := yaml.Unmarshal(local[n.Name], &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg["maxPods"] = maxPods
-		if edit != nil {
-			edit(cfg)
-		}
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
+		return framework.ConfigWith(t, local[n.Name], func(cfg map[string]any) {
+			cfg["maxPods"] = maxPods
+			if edit != nil {
+				edit(cfg)
+			}
+		})
 	}
 	for _, n := range []struct {
 		node *framework.Node
