@@ -1,8 +1,6 @@
 package status
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -51,7 +49,7 @@ func Table(items []NodeConfig, wide bool) *metav1.Table {
 		}
 		cells := make([]any, len(row))
 		for i := range row {
-			cells[i] = cell(row[i])
+			cells[i] = table.OrNone(table.OneLine(row[i]))
 		}
 		table.AddRow(t, cells...)
 	}
@@ -90,20 +88,4 @@ func formatPin(item NodeConfig) string {
 		return "<unpinned>"
 	}
 	return item.Pin.Describe()
-}
-
-// cell keeps a value on one line, where the table printer would cut it at
-// its first line break, and out of the tab writer's way.
-func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		switch r {
-		case '\t', '\n', '\r', '\v', '\f':
-			return ' '
-		}
-		return r
-	}, s)
-	if s == "" {
-		return table.None
-	}
-	return s
 }

@@ -6,6 +6,7 @@ package table
 
 import (
 	"io"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +22,14 @@ func OrNone(s string) string {
 		return None
 	}
 	return s
+}
+
+// OneLine keeps s, an error message say, on one line: every run of
+// whitespace, line breaks and tabs included, becomes one space. The table
+// printer would cut a cell at its first line break, and a tab would move
+// the columns after it.
+func OneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // New returns a table as an apiserver returns one to kubectl get: a

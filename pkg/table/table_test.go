@@ -72,3 +72,16 @@ func TestStream(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                               "",
+		"ok":                             "ok",
+		"kubelet:\n  exited\t2":          "kubelet: exited 2",
+		"  spaces   inside\r\nand out  ": "spaces inside and out",
+	} {
+		if got := OneLine(in); got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

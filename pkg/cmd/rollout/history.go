@@ -142,7 +142,7 @@ func historyTable(obj runtime.Object) (*metav1.Table, error) {
 	}
 	t := table.New("Time", "Result", "Config", "Message")
 	for _, e := range h.Entries {
-		table.AddRow(t, e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), oneLine(e.Message))
+		table.AddRow(t, e.Time.UTC().Format(time.RFC3339), e.Result, status.FormatSource(e.Source, true), table.OneLine(e.Message))
 	}
 	return t, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // progress shows a rollout as it moves. On a terminal it redraws the wave
@@ -61,7 +62,7 @@ func (p *progress) update(r *rollout.Rollout) {
 		p.phase[n] = ns.Phase
 		line := fmt.Sprintf("rollout/%s node/%s %s wave=%d", r.Name, n, ns.Phase, wave[n])
 		if ns.Error != "" {
-			line += " error=" + oneLine(ns.Error)
+			line += " error=" + table.OneLine(ns.Error)
 		}
 		fmt.Fprintln(p.out, line)
 	}
@@ -84,12 +85,7 @@ func (p *progress) printState(r *rollout.Rollout) {
 	p.state = r.State()
 	line := fmt.Sprintf("rollout/%s %s", r.Name, r.State())
 	if r.Status.Reason != "" {
-		line += " reason=" + oneLine(r.Status.Reason)
+		line += " reason=" + table.OneLine(r.Status.Reason)
 	}
 	fmt.Fprintln(p.out, line)
-}
-
-// oneLine keeps an error on its line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -252,11 +252,16 @@ func (s *Systemd) Systemctl(args ...string) (string, error) {
 	return s.Exec(append([]string{"systemctl", "--no-pager"}, args...)...)
 }
 
+// command is argv run inside the manager's mount, PID, network, UTS and
+// IPC namespaces.
+func (s *Systemd) command(argv ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "-n", "-u", "-i", "--"}, argv...)...)
+}
+
 // Exec runs argv inside the manager's mount, PID, network, UTS and IPC
 // namespaces, as root.
 func (s *Systemd) Exec(argv ...string) (string, error) {
-	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID), "-m", "-p", "-n", "-u", "-i", "--"}, argv...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := s.command(argv...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
 	}
@@ -280,8 +285,7 @@ func (s *Systemd) Stop() {
 	if s.PID != 0 && !s.hasExited() && s.busUp() {
 		deadline := time.Now().Add(systemdStopTimeout)
 		private := s.privateTmps()
-		cmd := exec.Command("nsenter", "-t", strconv.Itoa(s.PID), "-m", "-p", "-n", "-u", "-i", "--",
-			"systemctl", "--no-pager", "isolate", "dkc-e2e-down.target")
+		cmd := s.command("systemctl", "--no-pager", "isolate", "dkc-e2e-down.target")
 		// What went wrong, if the shutdown did, is in stop.log.
 		if log, err := os.Create(filepath.Join(s.Dir, "stop.log")); err == nil {
 			defer log.Close()
