@@ -53,27 +53,32 @@ func TestKubeadmNode(t *testing.T) {
 		}
 		return string(b)
 	}
-	// hostPID is the kubelet's PID seen from the host, with its PID in the
-	// node's namespace (NSpid's last field) equal to want.
+	// hostPID waits for the kubelet whose PID in the node's namespace
+	// (NSpid's last field) is want, a child of the node's systemd, and
+	// returns its PID seen from the host. A process that systemd just
+	// forked is named "(kubelet)" until it has exec'd the kubelet.
 	hostPID := func(t *testing.T, want int) int {
 		t.Helper()
-		matches, _ := filepath.Glob("/proc/[0-9]*/status")
-		for _, m := range matches {
-			b, err := os.ReadFile(m)
-			if err != nil {
-				continue
-			}
-			fields := statusFields(string(b))
-			ns := strings.Fields(fields["NSpid"])
-			if fields["Name"] == "kubelet" && len(ns) > 1 && ns[len(ns)-1] == strconv.Itoa(want) {
-				pid, _ := strconv.Atoi(ns[0])
-				if ppid, _ := strconv.Atoi(fields["PPid"]); ppid == n.Systemd.PID {
-					return pid
+		var pid int
+		waitFor(t, 30*time.Second, fmt.Sprintf("a kubelet whose PID in the node is %d, a child of the node's systemd (host PID %d)", want, n.Systemd.PID), func() bool {
+			matches, _ := filepath.Glob("/proc/[0-9]*/status")
+			for _, m := range matches {
+				b, err := os.ReadFile(m)
+				if err != nil {
+					continue
+				}
+				fields := statusFields(string(b))
+				ns := strings.Fields(fields["NSpid"])
+				if fields["Name"] == "kubelet" && len(ns) > 1 && ns[len(ns)-1] == strconv.Itoa(want) {
+					if ppid, _ := strconv.Atoi(fields["PPid"]); ppid == n.Systemd.PID {
+						pid, _ = strconv.Atoi(ns[0])
+						return true
+					}
 				}
 			}
-		}
-		t.Fatalf("no kubelet whose PID in the node is %d is a child of the node's systemd (host PID %d)", want, n.Systemd.PID)
-		return 0
+			return false
+		})
+		return pid
 	}
 
 	t.Run("the kubelet is kubelet.service, a child of the node's systemd", func(t *testing.T) {
