@@ -104,10 +104,10 @@ type Spec struct {
 	Pin *source.Pin `json:"pin,omitempty"`
 	// Targets overrides Config per node: undo sends each node back to what
 	// it ran before. A node listed with null goes back to its local config.
-	Targets map[string]*corev1.NodeConfigSource `json:"targets,omitempty"`
+	Targets Targets `json:"targets,omitempty"`
 	// TargetPins pins Targets, per node: undo gives each node back its
 	// previous pin.
-	TargetPins map[string]*source.Pin `json:"targetPins,omitempty"`
+	TargetPins TargetPins `json:"targetPins,omitempty"`
 	// Nodes lists the nodes in rollout order.
 	Nodes []string `json:"nodes"`
 	// Selector is how the nodes were chosen (-l), for display; "" for named
@@ -166,7 +166,8 @@ type Status struct {
 type NodeStatus struct {
 	Phase Phase `json:"phase"`
 	// Previous is the assignment the node had before the rollout started
-	// it, which undo goes back to; nil means its local config.
+	// it, which undo goes back to; nil means its local config. The object
+	// stores it once for all the nodes that had it (wire.go).
 	Previous *corev1.NodeConfigSource `json:"previous,omitempty"`
 	// PreviousPin is Previous's pin.
 	PreviousPin *source.Pin `json:"previousPin,omitempty"`

@@ -80,6 +80,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 			Nodes: map[string]rollout.NodeStatus{
 				"n1": {Phase: rollout.Failed, Previous: ref("old"), PreviousPin: pin("old"), Error: "rolled back", Cordoned: true, Started: &at, Finished: &at},
 				"n2": {Phase: rollout.Succeeded},
+				"n3": {Phase: rollout.InProgress, Previous: ref("old"), PreviousPin: pin("old"), Started: &at},
 			}}
 		written, err := store.UpdateStatus(ctx, created)
 		if err != nil {
@@ -91,8 +92,54 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 		}
 		sameJSON(t, "spec", want.Spec, got.Spec)
 		sameJSON(t, "status", written.Status, got.Status)
-		if got.Status.State != rollout.Halted || got.Status.Nodes["n1"].PreviousPin == nil {
+		if got.Status.State != rollout.Halted || got.Status.Nodes["n1"].PreviousPin == nil || got.Status.Nodes["n3"].PreviousPin == nil {
 			t.Errorf("status read back %+v", got.Status)
+		}
+	})
+
+	t.Run("a finished rollout over 5000 nodes fits one write", func(t *testing.T) {
+		// etcd refuses a request over 1.5 MiB by default, and every write
+		// of a rollout holds all of it, managed fields included.
+		var names []string
+		for i := range 5000 {
+			names = append(names, fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i/256, i%256))
+		}
+		created, err := store.Create(ctx, rollout.New("kube-system", "fleet-5000", rollout.Spec{
+			Config: ref("kubelet-config-pool-a-8b1d3"), Pin: pin("kubelet-config-pool-a-8b1d3"), Nodes: names, MaxUnavailable: intstr.FromString("10%"),
+		}), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = rollout.Status{State: rollout.Done, Wave: 1, Nodes: map[string]rollout.NodeStatus{}}
+		for _, n := range names {
+			created.Status.Nodes[n] = rollout.NodeStatus{Phase: rollout.Succeeded, Previous: ref("kubelet-config-pool-a-7f9c2"), PreviousPin: pin("kubelet-config-pool-a-7f9c2"), Started: &at, Finished: &at}
+		}
+		if _, err := store.UpdateStatus(ctx, created); err != nil {
+			t.Fatal(err)
+		}
+		u, err := dyn.Resource(rollout.Resource).Namespace("kube-system").Get(ctx, "fleet-5000", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := u.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		managed, err := json.Marshal(u.GetManagedFields())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("stored: %d bytes, of which managed fields %d", len(all), len(managed))
+		// A third of the limit is left for longer names and errors.
+		if len(all) > 1<<20 {
+			t.Errorf("the stored object is %d bytes; want at most 1 MiB, two thirds of etcd's default limit", len(all))
+		}
+		got, err := rollout.Decode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns := got.NodeStatus(names[4999]); ns.Phase != rollout.Succeeded || !source.Equal(ns.Previous, ref("kubelet-config-pool-a-7f9c2")) || ns.PreviousPin == nil {
+			t.Errorf("node %s read back as %+v", names[4999], ns)
 		}
 	})
 
