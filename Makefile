@@ -62,7 +62,8 @@ SOURCE_DATE_EPOCH ?= $(shell hack/version.sh epoch 2>/dev/null || echo 0)
 # Where `make release` puts one version's archives, image archives and sums.
 RELEASE_DIR     := _output/release
 # Which agent `make cluster-up` runs: process (one per node, started by the
-# script) or daemonset (deploy/ with test/deploy, from `make image`).
+# script) or daemonset (deploy/ unmodified but for the images, from `make
+# image`, on kubeadm nodes: implies NODE_KIND=kubeadm).
 AGENT ?= process
 # Which nodes `make cluster-up` starts: process (kubelets as processes of
 # the harness) or kubeadm (kubeadm-joined nodes, each under its own systemd,

@@ -8,16 +8,14 @@
 # runs a dkc agent; $DKC_AGENT_TRIAL sets its --trial-duration (default 1m),
 # $DKC_AGENT_APPLY_MODE its --apply-mode (replace, the default, or dropin).
 # dkc's CRDs are installed, and a dkc controller drives rollouts: a process
-# on the host, with AGENT=process. With AGENT=daemonset the agents and the
-# controller run in pods instead, as deploy/'s DaemonSet and Deployment
-# through the test overlay test/deploy, from the images `make image` wrote
-# to _output/image, pushed to the cluster's registry on 127.0.0.1 and pulled
-# from there by each node's containerd. With NODE_KIND=kubeadm the nodes are
-# what an operator runs: each boots its own systemd, which runs
-# containerd.service and the kubelet.service that `kubeadm join` set up; the
-# agents and the controller then run as deploy/'s DaemonSet and Deployment,
-# applied unmodified but for the images (AGENT=daemonset is implied).
-# With AGENT=daemonset, $DKC_AGENT_ARGS are flags added to the DaemonSet's
+# on the host, with AGENT=process. With NODE_KIND=kubeadm (or
+# AGENT=daemonset, which implies it) the nodes are what an operator runs:
+# each boots its own systemd, which runs containerd.service and the
+# kubelet.service that `kubeadm join` set up; the agents and the controller
+# run in pods, as deploy/'s DaemonSet and Deployment, applied unmodified but
+# for the images: those `make image` wrote to _output/image, pushed to the
+# cluster's registry on 127.0.0.1 and pulled from there by each node's
+# containerd. With AGENT=daemonset, $DKC_AGENT_ARGS are flags added to the DaemonSet's
 # agent args, as an operator's kustomization would add them (for example
 # --trial-duration=5s; the last of a repeated flag wins).
 set -euo pipefail
@@ -41,6 +39,7 @@ running() {
 }
 
 node_kind=${NODE_KIND:-process}
+[[ ${AGENT:-process} == daemonset ]] && node_kind=kubeadm
 case $node_kind in
 process) ;;
 kubeadm) AGENT=daemonset ;;
@@ -76,9 +75,7 @@ up)
       echo "error: AGENT=daemonset needs the agent and controller images: run make image" >&2
       exit 1
     fi
-    overlay=$root/test/deploy
-    [[ $node_kind == kubeadm ]] && overlay=$root/deploy
-    agent_args=(--agent-daemonset --agent-overlay "$overlay" --agent-images "$root/_output/image" --root "$root" --node-kind "$node_kind" --agent-args "${DKC_AGENT_ARGS:-}")
+    agent_args=(--agent-images "$root/_output/image" --root "$root" --node-kind "$node_kind" --agent-args "${DKC_AGENT_ARGS:-}")
   fi
   nohup "$bin" --dir "$dir" --nodes "${2:-2}" "${agent_args[@]}" \
     --agent-rbac "$root/deploy/rbac.yaml" --crds "$root/deploy/crds.yaml" \

@@ -15,14 +15,13 @@ import (
 )
 
 // deployDaemonSet runs the agent and the controller as deploy/'s DaemonSet
-// and Deployment, through overlay (deploy/ itself on kubeadm nodes, the
-// test overlay on process nodes): it pushes make image's archives
+// and Deployment on kubeadm nodes: it pushes make image's archives
 // (imagesDir) to the cluster's registry with hack/image's push (root is the
-// repository), applies the overlay with kubectl apply -k, agentArgs added
+// repository), applies root/deploy with kubectl apply -k, agentArgs added
 // to the agent's flags, and waits until every node runs a Ready agent pod
 // and two controller pods are Ready (one with a single node). The nodes
 // pull the images from the registry.
-func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir, overlay string, agentArgs []string, logf func(string, ...any)) error {
+func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir string, agentArgs []string, logf func(string, ...any)) error {
 	var archives []string
 	for _, kind := range []string{"agent", "controller", "pause"} {
 		archive := filepath.Join(imagesDir, "kubectl-dkc-"+kind+".oci.tar")
@@ -37,7 +36,7 @@ func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir,
 	}
 	logf("pushed %s to the registry %s", strings.Join(refs, ", "), c.Registry)
 	refs = refs[:2] // the agent's and the controller's
-	dir, err := c.DeployDKC(ctx, framework.Deploy{Overlay: overlay, Images: refs, AgentArgs: agentArgs})
+	dir, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join(root, "deploy"), Images: refs, AgentArgs: agentArgs})
 	if err != nil {
 		return err
 	}

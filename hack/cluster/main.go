@@ -31,21 +31,16 @@ func run() error {
 	rbac := flag.String("agent-rbac", "deploy/rbac.yaml", "the agent's RBAC manifest, applied before the agents start")
 	trial := flag.Duration("agent-trial-duration", time.Minute, "the agents' --trial-duration")
 	applyMode := flag.String("agent-apply-mode", "replace", "the agents' --apply-mode: replace, or dropin (one partial config then fits every node, as a rollout over all nodes needs)")
-	daemonset := flag.Bool("agent-daemonset", false, "run the agents as deploy/'s DaemonSet in pods, through --agent-overlay, instead of processes")
-	overlay := flag.String("agent-overlay", "test/deploy", "with --agent-daemonset: the kustomization applied with kubectl apply -k")
-	images := flag.String("agent-images", "_output/image", "with --agent-daemonset: where make image wrote the agent, controller and pause archives")
-	root := flag.String("root", ".", "with --agent-daemonset: the repository, whose hack/image pushes the images to the cluster's registry")
+	images := flag.String("agent-images", "_output/image", "with --node-kind=kubeadm: where make image wrote the agent, controller and pause archives")
+	root := flag.String("root", ".", "with --node-kind=kubeadm: the repository, whose deploy/ is applied and whose hack/image pushes the images to the cluster's registry")
 	crds := flag.String("crds", "deploy/crds.yaml", "dkc's CustomResourceDefinitions, installed first")
 	controllerManifest := flag.String("controller-manifest", "deploy/controller.yaml", "with --agent-binary: the controller's RBAC, applied before the controller process starts")
-	agentArgs := flag.String("agent-args", "", "with --agent-daemonset: flags added to the DaemonSet's agent args, space-separated, as an operator's kustomization would add them (the last of a repeated flag wins)")
-	nodeKind := flag.String("node-kind", "process", "process: kubelets as processes of this program; kubeadm: nodes that kubeadm joins, each under its own systemd (needs --agent-daemonset)")
+	agentArgs := flag.String("agent-args", "", "with --node-kind=kubeadm: flags added to the DaemonSet's agent args, space-separated, as an operator's kustomization would add them (the last of a repeated flag wins)")
+	nodeKind := flag.String("node-kind", "process", "process: kubelets as processes of this program, each with an agent process (--agent-binary); kubeadm: nodes that kubeadm joins, each under its own systemd, with the agent and the controller as deploy/'s DaemonSet and Deployment")
 	flag.Parse()
 	kubeadm := *nodeKind == "kubeadm"
 	if *nodeKind != "process" && !kubeadm {
 		return fmt.Errorf("--node-kind must be process or kubeadm, got %q", *nodeKind)
-	}
-	if kubeadm && !*daemonset {
-		return fmt.Errorf("--node-kind=kubeadm runs the agents as the DaemonSet only: add --agent-daemonset")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -58,7 +53,7 @@ func run() error {
 	logf := func(format string, args ...any) {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	c, err := framework.Start(ctx, framework.Options{Nodes: *nodes, Dir: state, Logf: logf, Pods: *daemonset, Kubeadm: kubeadm, ControlPlaneOnly: kubeadm})
+	c, err := framework.Start(ctx, framework.Options{Nodes: *nodes, Dir: state, Logf: logf, Pods: kubeadm, Kubeadm: kubeadm, ControlPlaneOnly: kubeadm})
 	if err != nil {
 		return err
 	}
@@ -91,8 +86,8 @@ func run() error {
 	if err := c.InstallCRDs(ctx, *crds); err != nil {
 		return err
 	}
-	if *daemonset {
-		if err := deployDaemonSet(ctx, c, *root, *images, *overlay, strings.Fields(*agentArgs), logf); err != nil {
+	if kubeadm {
+		if err := deployDaemonSet(ctx, c, *root, *images, strings.Fields(*agentArgs), logf); err != nil {
 			return err
 		}
 	} else if *agentBinary != "" {
@@ -113,8 +108,7 @@ func run() error {
 
 // startController runs `kubectl-dkc controller` on the host as the
 // identity of the controller's manifest, whose RBAC it applies first (its
-// Deployment gets no pods: without --agent-daemonset no controller manager
-// runs).
+// Deployment gets no pods: on process nodes no controller manager runs).
 func startController(ctx context.Context, c *framework.Cluster, binary, manifest string, logf func(string, ...any)) error {
 	if err := c.ApplyManifest(ctx, manifest, false); err != nil {
 		return err

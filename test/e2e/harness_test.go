@@ -93,7 +93,7 @@ func TestDeployManifests(t *testing.T) {
 	}
 	for _, path := range manifests {
 		if filepath.Base(path) == "kustomization.yaml" {
-			continue // not an object; TestDaemonSet applies it with kubectl apply -k
+			continue // not an object; TestKubeadmDaemonSet applies it with kubectl apply -k
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			if err := c.ApplyManifest(context.Background(), path, true); err != nil {

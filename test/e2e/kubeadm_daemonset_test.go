@@ -25,19 +25,18 @@ import (
 // a kustomization that names deploy/ and sets the images, nothing else, and
 // the nodes pull the images from the cluster's registry. The agent restarts
 // kubelet.service over its node's D-Bus, as deploy/ says, and the subtests
-// are the agent's life on such a node: an apply, the rollback of a config
-// the kubelet refuses, a `kubeadm upgrade node phase kubelet-config` that
-// overwrites the assigned config (reported as drift, and put back once the
-// agents run with --on-drift=reassert), and a reset to kubeadm's config.
+// are the agent's life on such a node: an apply, which the agent's pod
+// outlives; a SIGKILL of the agent's container in the middle of an apply,
+// after which the restarted container finishes the job; the rollback of a
+// config the kubelet refuses; a `kubeadm upgrade node phase kubelet-config`
+// that overwrites the assigned config (reported as drift, and put back once
+// the agents run with --on-drift=reassert); and a reset to kubeadm's
+// config. The controller's two pods, on the pod network, elect a leader,
+// which drives a rollout that no CLI process follows.
 func TestKubeadmDaemonSet(t *testing.T) {
-	c := framework.Setup(t, framework.Options{ControlPlaneOnly: true, Kubeadm: true, Pods: true})
+	c, refs := kubeadmPodsCluster(t)
 	ctx := context.Background()
 	root := filepath.Join("..", "..")
-	images := dkcImages(t, root)
-	refs, err := c.PushImages(ctx, root, images.Agent, images.Controller, images.Pause)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var nodes []*framework.KubeadmNode
 	for _, k := range []struct{ name, binDir string }{
 		{"dkc-kubeadm-137", ""},
@@ -86,7 +85,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		}
 	}
 
-	dir, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join(root, "deploy"), Images: refs[:2]})
+	dir, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join(root, "deploy"), Images: refs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +140,7 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		}
 	})
 
-	t.Run("the controller's pods reach the apiserver through the kubernetes Service and elect a leader", func(t *testing.T) {
+	t.Run("the controller's pods reach the apiserver through the kubernetes Service and elect a leader, which drives a rollout alone", func(t *testing.T) {
 		t.Cleanup(func() {
 			if t.Failed() {
 				logPods(t, c, "app.kubernetes.io/name=dkc-controller")
@@ -152,10 +151,23 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the lease holder %q is not a pod: %v", lead, err)
 		}
+		if pod.Labels["app.kubernetes.io/name"] != "dkc-controller" {
+			t.Errorf("the lease holder %s is no controller pod: labels %v", lead, pod.Labels)
+		}
 		if pod.Spec.HostNetwork {
 			t.Errorf("controller pod %s runs in the node's network; deploy/ gives it a pod network", lead)
 		}
-		t.Logf("leader %s on %s, pod IP %s", lead, pod.Spec.NodeName, pod.Status.PodIP)
+		t.Logf("leader %s on %s, pod IP %s: %s", lead, pod.Spec.NodeName, pod.Status.PodIP, wantPulled(t, c, pod, refs[1]))
+
+		// rollout start returns once the rollout exists: the leader drives
+		// it, with no CLI process following it.
+		createConfigMap(t, c, "kubeadm-r", withPods(41, nil))
+		r := mustDKC(t, c, "", append([]string{"rollout", "start", "--config", "kubeadm-r", "--name", "kubeadm-r"}, names...)...)
+		if !strings.Contains(r.Stderr, "The controller "+lead+" drives rollout/kubeadm-r") {
+			t.Errorf("start did not name the leading pod %s: %q", lead, r.Stderr)
+		}
+		assigned(t, "kubeadm-r", 41)
+		followToDone(t, c, "kubeadm-r")
 	})
 
 	t.Run("an assigned config is applied: kubelet.service restarted over D-Bus", func(t *testing.T) {
@@ -182,6 +194,67 @@ func TestKubeadmDaemonSet(t *testing.T) {
 				t.Errorf("%s: /var/lib/kubelet/config.yaml lacks maxPods: 42:\n%s", n.Name, onDisk)
 			}
 			wantEvent(t, c, n.Name, "Applied")
+		}
+		// The agent's pod outlived the restart of the kubelet that runs it.
+		now := waitAgentPods(t, c, 30*time.Second, agentContainerReady)
+		for _, name := range names {
+			b, a := agentStatus(pods[name]), agentStatus(now[name])
+			if a.ContainerID != b.ContainerID || a.RestartCount != 0 {
+				t.Errorf("%s: agent container %s, %d restarts; want the same container %s, 0 restarts", name, a.ContainerID, a.RestartCount, b.ContainerID)
+			}
+		}
+	})
+
+	t.Run("SIGKILL of the agent's container during an apply: the restarted container finishes it", func(t *testing.T) {
+		n := nodes[0]
+		createConfigMap(t, c, "kubeadm-kill", withPods(45, nil))
+		cur := waitAgentPods(t, c, 30*time.Second, agentContainerReady)[n.Name]
+		restarts := agentStatus(cur).RestartCount
+		id := strings.TrimPrefix(agentStatus(cur).ContainerID, "containerd://")
+		pid, err := n.KubeletMainPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustDKC(t, c, "", "assign", n.Name, "--config", "kubeadm-kill")
+		// Kill the agent as soon as it restarted kubelet.service, before
+		// its health gate can pass.
+		waitFor(t, 30*time.Second, "the agent to restart kubelet.service", func() bool {
+			now, err := n.KubeletMainPID()
+			return err == nil && now != 0 && now != pid
+		})
+		if err := n.KillContainer(id); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed the agent's container %s during the apply", id[:12])
+
+		storeDir := n.Path("/var/lib/kubectl-dkc") // deploy/'s hostPath
+		store, st := openStore(t, storeDir, "the store after the kill")
+		if !framework.IsConfigMap(st.Assigned, "kubeadm-kill") {
+			t.Errorf("assigned = %v after the kill, want kubeadm-kill", st.Assigned)
+		}
+		if _, err := store.LoadKey(st.Assigned); err != nil {
+			t.Errorf("checkpoint of kubeadm-kill after the kill: %v, want it in the store", err)
+		}
+		onDisk, err := os.ReadFile(n.Path("/var/lib/kubelet/config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(onDisk), "maxPods: 45") {
+			t.Errorf("kubelet config after the kill does not hold maxPods 45:\n%s", onDisk)
+		}
+
+		after := waitAgentPods(t, c, 2*time.Minute, func(p *corev1.Pod) bool {
+			return p.Spec.NodeName != n.Name || (agentStatus(p).RestartCount > restarts && agentContainerReady(p))
+		})[n.Name]
+		if agentStatus(after).ContainerID == agentStatus(cur).ContainerID {
+			t.Errorf("container %s still runs after the kill", agentStatus(after).ContainerID)
+		}
+		if after.UID != cur.UID {
+			t.Errorf("pod %s was replaced (uid %s, was %s); want its container restarted", after.Name, after.UID, cur.UID)
+		}
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("kubeadm-kill"), NoError())
+		if got := configz(t, c, n.Name)["maxPods"]; got != float64(45) {
+			t.Errorf("configz maxPods %v, want 45", got)
 		}
 	})
 

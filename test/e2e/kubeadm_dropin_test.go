@@ -23,14 +23,8 @@ import (
 // merges the drop-in over the new base, and the assignment stays active,
 // with no drift. A reset removes the drop-in.
 func TestKubeadmDropIn(t *testing.T) {
-	c := framework.Setup(t, framework.Options{ControlPlaneOnly: true, Kubeadm: true, Pods: true})
+	c, refs := kubeadmPodsCluster(t)
 	ctx := context.Background()
-	root := filepath.Join("..", "..")
-	images := dkcImages(t, root)
-	refs, err := c.PushImages(ctx, root, images.Agent, images.Controller, images.Pause)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const confDir = "/etc/kubernetes/kubelet.conf.d"
 	n, err := c.StartKubeadmNodeWith(ctx, "dkc-kubeadm-dropin", framework.KubeadmNodeOptions{KubeletConfigDir: confDir})
 	if err != nil {
@@ -50,8 +44,8 @@ func TestKubeadmDropIn(t *testing.T) {
 	// The drift check runs every 5 s instead of deploy/'s minute, so that
 	// the no-drift check below watches several of them.
 	if _, err := c.DeployDKC(ctx, framework.Deploy{
-		Overlay:   filepath.Join(root, "deploy"),
-		Images:    refs[:2],
+		Overlay:   filepath.Join("..", "..", "deploy"),
+		Images:    refs,
 		AgentArgs: []string{"--apply-mode=dropin", "--drift-check-interval=5s"},
 	}); err != nil {
 		t.Fatal(err)

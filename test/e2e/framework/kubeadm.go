@@ -582,6 +582,13 @@ func (n *KubeadmNode) KubeletMainPID() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
+// KillContainer sends SIGKILL to the running container id (its CRI ID)
+// through the node's own containerd, as `kill -9` of its process would.
+func (n *KubeadmNode) KillContainer(id string) error {
+	_, err := n.Systemd.Exec("ctr", "--namespace", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id)
+	return err
+}
+
 // Logs lists the node's log files: the manager's console, kubeadm join's
 // output, containerd's and the kubelet's.
 func (n *KubeadmNode) Logs() []string {

@@ -104,9 +104,6 @@ func (c *Cluster) addNode(i int) (*Node, error) {
 		return nil, err
 	}
 	if c.opts.Pods {
-		if err := n.setUpPods(); err != nil {
-			return nil, err
-		}
 		if err := writeRegistryHosts(n.registryHostsDir(), c.Registry); err != nil {
 			return nil, err
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -143,25 +142,6 @@ func podsWrapArgv(netns, utab, mntPIDFile string, argv []string) []string {
 	return append([]string{"nsenter", "--net=/run/netns/" + netns, "--", "/bin/sh", "-c", script, "dkc-wrap"}, argv...)
 }
 
-// PodNodeDir is where a pod finds its node's state directory (Node.Dir):
-// the path of a hostPath volume, the same on every node. /var/lib is the
-// node's own in its mount namespace, and this link in it points at Node.Dir.
-// deploy/overlays/test mounts it at /node.
-const PodNodeDir = "/var/lib/dkc-node"
-
-// PodRestartCommand is the restart command as a pod sees it, with the node's
-// directory at /node and the host's PIDs (hostPID).
-const PodRestartCommand = "/node/restart-kubelet-in-pod"
-
-// setUpPods links PodNodeDir to the node's directory and writes the restart
-// command for pods.
-func (n *Node) setUpPods() error {
-	if err := os.Symlink(n.Dir, filepath.Join(n.Dir, "varlib", filepath.Base(PodNodeDir))); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(n.Dir, filepath.Base(PodRestartCommand)), []byte(n.restartScript("/node/kubelet.pid")), 0o755)
-}
-
 // ctr runs containerd's ctr against the node's containerd, in the
 // namespace CRI uses.
 func (n *Node) ctr(ctx context.Context, args ...string) (string, error) {
@@ -180,25 +160,6 @@ func (n *Node) Tasks(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return strings.Fields(out), nil
-}
-
-// ContainerPID is the host PID of a running container's first process.
-func (n *Node) ContainerPID(ctx context.Context, id string) (int, error) {
-	out, err := n.ctr(ctx, "tasks", "list")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
-			var pid int
-			if _, err := fmt.Sscan(f[1], &pid); err != nil {
-				return 0, fmt.Errorf("ctr tasks list on %s: %q: %w", n.Name, line, err)
-			}
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("container %s is not running on %s", id, n.Name)
 }
 
 // removeContainers kills and deletes every container of the node's
@@ -290,8 +251,7 @@ func criConfig(pause, hostsDir string) string {
 
 // Deploy says what DeployDKC installs.
 type Deploy struct {
-	// Overlay is the kustomization applied: deploy/ itself, or
-	// test/deploy.
+	// Overlay is the kustomization applied: deploy/ itself.
 	Overlay string
 	// Images are the references the images were pushed as, such as
 	// REGISTRY/kubectl-dkc-agent:TAG; each replaces registry.example/NAME.
@@ -308,11 +268,11 @@ type Deploy struct {
 // the cluster's own that sets
 //   - the images, through kustomize's images: (the newName and newTag of
 //     each of d.Images), as docs/install.md tells operators to;
-//   - d.AgentArgs, if any, appended to the agent's args with a JSON patch;
-//   - on a cluster with process nodes, KUBERNETES_SERVICE_HOST and _PORT
-//     to the apiserver's address, in the agent and the controller: those
-//     nodes have no route for the kubernetes Service's ClusterIP, where
-//     kubeadm nodes have one (routeServices).
+//   - d.AgentArgs, if any, appended to the agent's args with a JSON patch.
+//
+// It runs on kubeadm nodes (StartKubeadmNodeWith), which, as a real node,
+// route the kubernetes Service's ClusterIP to the apiserver
+// (routeServices) and restart kubelet.service over their own D-Bus.
 //
 // It returns the kustomization's directory.
 func (c *Cluster) DeployDKC(ctx context.Context, d Deploy) (string, error) {
@@ -344,31 +304,6 @@ func (c *Cluster) DeployDKC(ctx context.Context, d Deploy) (string, error) {
 			p += fmt.Sprintf("    - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", arg)
 		}
 		patches = append(patches, p)
-	}
-	if len(c.Nodes) > 0 {
-		u, err := url.Parse(c.APIServerURL)
-		if err != nil {
-			return "", fmt.Errorf("apiserver URL %q: %w", c.APIServerURL, err)
-		}
-		for _, w := range []struct{ kind, name, container string }{{"DaemonSet", "dkc-agent", "agent"}, {"Deployment", "dkc-controller", "controller"}} {
-			patches = append(patches, fmt.Sprintf(`- patch: |-
-    apiVersion: apps/v1
-    kind: %s
-    metadata:
-      name: %s
-      namespace: kube-system
-    spec:
-      template:
-        spec:
-          containers:
-          - name: %s
-            env:
-            - name: KUBERNETES_SERVICE_HOST
-              value: %q
-            - name: KUBERNETES_SERVICE_PORT
-              value: %q
-`, w.kind, w.name, w.container, u.Hostname(), u.Port()))
-		}
 	}
 	if len(patches) > 0 {
 		k += "patches:\n" + strings.Join(patches, "")

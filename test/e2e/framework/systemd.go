@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -300,15 +301,16 @@ func (s *Systemd) Stop() {
 			select {
 			case <-done:
 				// systemd removes them in a thread of its own, after
-				// the unit stopped.
-				for _, dir := range private {
-					for time.Now().Before(deadline) {
-						if _, err := os.Stat(dir); os.IsNotExist(err) {
-							break
+				// the unit stopped; at the deadline the manager is
+				// killed all the same.
+				_ = poll(context.Background(), time.Until(deadline), func() (bool, error) {
+					for _, dir := range private {
+						if _, err := os.Stat(dir); !os.IsNotExist(err) {
+							return false, nil
 						}
-						time.Sleep(20 * time.Millisecond)
 					}
-				}
+					return true, nil
+				})
 			case <-time.After(time.Until(deadline)):
 				_ = cmd.Process.Kill()
 			}
