@@ -54,6 +54,11 @@ func TestAssignStatusReset(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: source.DefaultNamespace, Name: cmName, Labels: map[string]string{source.ConfigLabel: "true"}},
 		Data:       map[string]string{source.DefaultKey: string(edited)},
 	})
+	// A second pushed ConfigMap, for a fresh assignment and completion.
+	createTestConfigMap(t, c.Client, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: source.DefaultNamespace, Name: "e2e-second", Labels: map[string]string{source.ConfigLabel: "true"}},
+		Data:       map[string]string{"kubelet": string(edited)},
+	})
 
 	t.Run("apiserver drops spec.configSource", func(t *testing.T) {
 		patch := `{"spec":{"configSource":{"configMap":{"namespace":"kube-system","name":"` + cmName + `","kubeletConfigKey":"kubelet"}}}}`
@@ -390,10 +395,6 @@ func TestAssignStatusReset(t *testing.T) {
 
 	t.Run("assign wait", func(t *testing.T) {
 		// A fresh assignment: the node's status still shows the old one.
-		createTestConfigMap(t, c.Client, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: source.DefaultNamespace, Name: "e2e-second", Labels: map[string]string{source.ConfigLabel: "true"}},
-			Data:       map[string]string{"kubelet": string(edited)},
-		})
 		second := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "e2e-second", KubeletConfigKey: "kubelet"}}
 		a := startDKCBackground(t, c, "assign", n0, "--config", "e2e-second", "--wait", "--timeout=30s")
 		a.waitForLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "node/"+n0+" assigned") })

@@ -234,10 +234,10 @@ func TestConfinement(t *testing.T) {
 		// Only the overlay's policies are in force: the unrenamed ones go.
 		adm := c.Client.AdmissionregistrationV1()
 		for _, name := range []string{"kubectl-dkc-agent-own-node", "kubectl-dkc-node-assignment"} {
-			if err := adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			if err := adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
-			if err := adm.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			if err := adm.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
 		}

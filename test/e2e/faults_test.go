@@ -64,9 +64,10 @@ func TestFaults(t *testing.T) {
 	t.Cleanup(func() { _ = gate.Release() })
 	n1Args := f.agentArgs(n1, "--restart-command", gate.Command)
 	ag1 := f.startAgent(t, n1, n1Args)
+	// faults-a is where the subtests on n1 start from.
+	f.createConfig(t, n1, "faults-a", 61, 0)
 
 	t.Run("two agents for one node: the second refuses and says why", func(t *testing.T) {
-		f.createConfig(t, n1, "faults-a", 61, 0)
 		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
 		eventuallyStatus(t, c, n1.Name, time.Minute, Active("faults-a"), LKG("faults-a"), NoError())
 		pid, kubeletPID, starts := ag1.PID(), n1.KubeletPID(), n1.KubeletStarts()
@@ -119,6 +120,8 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("assignment changed A to B to A during an apply", func(t *testing.T) {
+		mustDKC(t, c, "", "assign", n1.Name, "--config", "faults-a")
+		eventuallyStatus(t, c, n1.Name, time.Minute, Active("faults-a"), LKG("faults-a"), NoError())
 		f.createConfig(t, n1, "faults-b", 62, 0)
 		starts := n1.KubeletStarts()
 		mark := f.historyMark(t, n1.Name)

@@ -351,6 +351,9 @@ func TestKubeadmDaemonSet(t *testing.T) {
 	})
 
 	t.Run("reset restores kubeadm's config", func(t *testing.T) {
+		createConfigMap(t, c, "kubeadm-d", withPods(46, nil))
+		mustDKC(t, c, "", append([]string{"assign", "--config", "kubeadm-d"}, names...)...)
+		assigned(t, "kubeadm-d", 46)
 		mustDKC(t, c, "", append([]string{"reset"}, names...)...)
 		for _, n := range nodes {
 			eventuallyStatus(t, c, n.Name, 2*time.Minute, NoStatus())

@@ -98,8 +98,9 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 		t.Fatalf("the running agent unit has no private /tmp directory (before it started: %q)", before)
 	}
 
+	createConfigMap(t, c, "unit-a", framework.ConfigWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
+
 	t.Run("the unit's agent applies an assigned config with the kubelet's credential", func(t *testing.T) {
-		createConfigMap(t, c, "unit-a", framework.ConfigWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "unit-a")
 		eventuallyStatus(t, c, n.Name, time.Minute, Active("unit-a"), LKG("unit-a"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(42) {
@@ -108,6 +109,8 @@ func TestKubeadmSystemdUnit(t *testing.T) {
 	})
 
 	t.Run("after a reboot the agent writes the checkpointed config before the kubelet starts", func(t *testing.T) {
+		mustDKC(t, c, "", "assign", n.Name, "--config", "unit-a")
+		eventuallyStatus(t, c, n.Name, time.Minute, Active("unit-a"), LKG("unit-a"), NoError())
 		// While the node is down, its file goes back to kubeadm's bytes
 		// (what a node image or a configuration tool might do at boot).
 		onDisk, err := n.DiskPath("/var/lib/kubelet/config.yaml")
