@@ -113,6 +113,8 @@ type Agent struct {
 	cms configMapWatch
 	// podView shows the pods bound to the node; Run watches them.
 	podView podView
+	// nodes is Run's informer's view of the Node; nil outside Run.
+	nodes corelisters.NodeLister
 }
 
 func (a *Agent) setDefaults() {
@@ -187,12 +189,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var informerDone sync.WaitGroup
 	informerDone.Go(func() { nodes.RunWithContext(ctx) })
+	a.nodes = corelisters.NewNodeLister(nodes.GetIndexer())
 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for a.processNext(ctx, queue, corelisters.NewNodeLister(nodes.GetIndexer())) {
+		for a.processNext(ctx, queue, a.nodes) {
 		}
 	}()
 	logger.Info("Agent started; watching the node and its assigned ConfigMap")

@@ -193,11 +193,11 @@ func (a *Agent) nodePods() ([]*corev1.Pod, error) {
 // passed on a kubelet restarted at restarted: it waits up to PodReadyTimeout
 // until the node is fine by base (the pods that were Ready are Ready again,
 // and on kubelets that reset readiness, probed again), and fails at once when a pod was
-// stopped or a pressure condition turned True. The Node is read from the
-// apiserver at each look. If the last look could not read the Node or the
-// pods when the wait ends, the gate passes on the kubelet's checks alone,
-// and the log says so: the apiserver being away does not roll a kubelet
-// back.
+// stopped or a pressure condition turned True. The Node and the pods are
+// the agent's informers' view at each look but the last, which reads the
+// Node from the apiserver. If that look could not read the Node or the
+// pods, the gate passes on the kubelet's checks alone, and the log says
+// so: the apiserver being away does not roll a kubelet back.
 func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline, restarted time.Time) error {
 	if base == nil {
 		return nil
@@ -205,10 +205,14 @@ func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline, restar
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
 	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhasePods).Observe(a.Clock.Since(began).Seconds()) }()
-	var last string
+	var waiting string
 	for {
+		// The last look, whose verdict rolls back, reads the Node from
+		// the apiserver: an answer shows that the apiserver is there, where
+		// the informer's view would stand still in an outage.
+		last := a.Clock.Since(began) >= a.PodReadyTimeout
 		var unreadable error
-		node, err := a.getNode(ctx)
+		node, err := a.getNode(ctx, last)
 		if err != nil {
 			unreadable = fmt.Errorf("read node: %w", err)
 		}
@@ -225,14 +229,14 @@ func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline, restar
 				logger.V(2).Info("The node's pods are as before the restart", "readyPods", base.ReadyPods(), "waited", a.Clock.Since(began))
 				return nil
 			}
-			last = v.Waiting
+			waiting = v.Waiting
 		}
-		if a.Clock.Since(began) >= a.PodReadyTimeout {
+		if last {
 			if unreadable != nil {
 				logger.Info("Health gate passed without its pod checks: the apiserver did not answer", "err", unreadable)
 				return nil
 			}
-			return fmt.Errorf("health gate: after %s: %s", a.PodReadyTimeout, last)
+			return fmt.Errorf("health gate: after %s: %s", a.PodReadyTimeout, waiting)
 		}
 		t := a.Clock.NewTimer(podGateInterval)
 		select {
@@ -244,8 +248,13 @@ func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline, restar
 	}
 }
 
-// getNode reads the Node from the apiserver.
-func (a *Agent) getNode(ctx context.Context) (*corev1.Node, error) {
+// getNode is the Node as Run's informer has it, which its watch keeps up
+// to date without a request; read from the apiserver when fresh, or
+// outside Run.
+func (a *Agent) getNode(ctx context.Context, fresh bool) (*corev1.Node, error) {
+	if a.nodes != nil && !fresh {
+		return a.nodes.Get(a.NodeName)
+	}
 	ctx, cancel := context.WithTimeout(ctx, getTimeout)
 	defer cancel()
 	return a.Client.Nodes().Get(ctx, a.NodeName, metav1.GetOptions{})

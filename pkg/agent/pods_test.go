@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
@@ -340,4 +345,79 @@ func TestVerifiedSyncDoesNotJudgeItsStaleNode(t *testing.T) {
 
 	diff(t, "condition", "True Trial", e.condition(t))
 	diff(t, "probes (the apply's, the verification's)", 2, len(e.prober.Expectations))
+}
+
+// gateNodeGets counts the GETs of the Node after the kubelet's first
+// restart and before a second one (the gate's, not the test's own reads)
+// while *on; with fail, each of them fails, as when the apiserver is away.
+func (e *env) gateNodeGets(fail bool, on *atomic.Bool) *atomic.Int32 {
+	var n atomic.Int32
+	e.client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !on.Load() || len(e.restart.CallsSnapshot()) != 1 {
+			return false, nil, nil
+		}
+		n.Add(1)
+		if fail {
+			return true, nil, apierrors.NewServiceUnavailable("apiserver away")
+		}
+		return false, nil, nil
+	})
+	return &n
+}
+
+// withNodeInformer gives the agent the view of the Node that Run's informer
+// gives it: the Node as it is now, not updated again.
+func (e *env) withNodeInformer(t *testing.T) {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(e.node(t)); err != nil {
+		t.Fatal(err)
+	}
+	e.a.nodes = corelisters.NewNodeLister(indexer)
+}
+
+// The gate reads the Node from the agent's informer while it waits, with
+// no request; its last look, whose verdict rolls back, reads it from the
+// apiserver.
+func TestGateReadsTheNodeFromTheInformerUntilItsLastLook(t *testing.T) {
+	e := newEnv(t)
+	e.a.PodReadyTimeout = 10 * time.Second
+	e.withNodeInformer(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.pods.onList = func(n int) []*corev1.Pod {
+		return []*corev1.Pod{runningPod("web", n == 1)}
+	}
+	var on atomic.Bool
+	on.Store(true)
+	gets := e.gateNodeGets(false, &on)
+
+	e.syncStepping(t)
+	on.Store(false)
+
+	diff(t, "condition", "False RolledBack", e.condition(t))
+	diff(t, "the gate's GETs of the Node (its last look)", int32(1), gets.Load())
+}
+
+// An apiserver away at the gate's last look does not roll back: the
+// informer's view may have stood still since it went away.
+func TestGatePassesWhenTheApiserverIsAwayAtItsLastLook(t *testing.T) {
+	e := newEnv(t)
+	e.a.PodReadyTimeout = 10 * time.Second
+	e.withNodeInformer(t)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.pods.onList = func(n int) []*corev1.Pod {
+		return []*corev1.Pod{runningPod("web", n == 1)}
+	}
+	var on atomic.Bool
+	on.Store(true)
+	gets := e.gateNodeGets(true, &on)
+
+	e.syncStepping(t)
+	on.Store(false)
+
+	diff(t, "condition", "True Trial", e.condition(t))
+	diff(t, "restarter calls (the apply only)", []string{"Restart"}, e.restart.CallsSnapshot())
+	diff(t, "the gate's GETs of the Node (its last look)", int32(1), gets.Load())
 }
