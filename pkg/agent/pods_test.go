@@ -376,10 +376,11 @@ func (e *env) withNodeInformer(t *testing.T) {
 	e.a.nodes = corelisters.NewNodeLister(indexer)
 }
 
-// The gate reads the Node from the agent's informer while it waits, with
-// no request; its last look, whose verdict rolls back, reads it from the
-// apiserver.
-func TestGateReadsTheNodeFromTheInformerUntilItsLastLook(t *testing.T) {
+// syncGateTimingOut runs a sync whose gate waits for a pod that stays not
+// Ready until PodReadyTimeout, with the Node from an informer's view, and
+// returns the gate's GETs of the Node; with fail, they fail.
+func syncGateTimingOut(t *testing.T, fail bool) (*env, int32) {
+	t.Helper()
 	e := newEnv(t)
 	e.a.PodReadyTimeout = 10 * time.Second
 	e.withNodeInformer(t)
@@ -390,34 +391,28 @@ func TestGateReadsTheNodeFromTheInformerUntilItsLastLook(t *testing.T) {
 	}
 	var on atomic.Bool
 	on.Store(true)
-	gets := e.gateNodeGets(false, &on)
-
+	gets := e.gateNodeGets(fail, &on)
 	e.syncStepping(t)
 	on.Store(false)
+	return e, gets.Load()
+}
+
+// The gate reads the Node from the agent's informer while it waits, with
+// no request; its last look, whose verdict rolls back, reads it from the
+// apiserver.
+func TestGateReadsTheNodeFromTheInformerUntilItsLastLook(t *testing.T) {
+	e, gets := syncGateTimingOut(t, false)
 
 	diff(t, "condition", "False RolledBack", e.condition(t))
-	diff(t, "the gate's GETs of the Node (its last look)", int32(1), gets.Load())
+	diff(t, "the gate's GETs of the Node (its last look)", int32(1), gets)
 }
 
 // An apiserver away at the gate's last look does not roll back: the
 // informer's view may have stood still since it went away.
 func TestGatePassesWhenTheApiserverIsAwayAtItsLastLook(t *testing.T) {
-	e := newEnv(t)
-	e.a.PodReadyTimeout = 10 * time.Second
-	e.withNodeInformer(t)
-	e.configMap(t, "a", cfgA, nil)
-	e.assign(t, "a")
-	e.pods.onList = func(n int) []*corev1.Pod {
-		return []*corev1.Pod{runningPod("web", n == 1)}
-	}
-	var on atomic.Bool
-	on.Store(true)
-	gets := e.gateNodeGets(true, &on)
-
-	e.syncStepping(t)
-	on.Store(false)
+	e, gets := syncGateTimingOut(t, true)
 
 	diff(t, "condition", "True Trial", e.condition(t))
 	diff(t, "restarter calls (the apply only)", []string{"Restart"}, e.restart.CallsSnapshot())
-	diff(t, "the gate's GETs of the Node (its last look)", int32(1), gets.Load())
+	diff(t, "the gate's GETs of the Node (its last look)", int32(1), gets)
 }
