@@ -197,7 +197,7 @@ checks: ## gofmt, go vet and the unit tests, one after another
 
 .PHONY: cluster-up
 cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
-cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT))$(filter kubeadm,$(NODE_KIND)),components-registry image) ## Start a local cluster of real components (NODES=N kubelets, default 2; AGENT=daemonset: agents in pods; NODE_KIND=kubeadm: kubeadm-joined nodes under systemd, deploy/ unmodified)
+cluster-up: test-deps components build $(if $(filter daemonset,$(AGENT))$(filter kubeadm,$(NODE_KIND)),components-registry image) ## Start a local cluster of real components (NODES=N kubelets, default 2; NODE_KIND=kubeadm, or AGENT=daemonset: kubeadm-joined nodes under systemd, the agents and controller in pods from deploy/ unmodified)
 	AGENT=$(AGENT) NODE_KIND=$(NODE_KIND) hack/local-cluster.sh up $(NODES)
 
 .PHONY: cluster-down
