@@ -2,11 +2,11 @@
 // started, the assignment the node held before, with its pin: what undo
 // sends it back to. Across a fleet most nodes held the same one, so the
 // object lists each such assignment once (status.previous) and a node's
-// status names its entry by index. A node's record then costs about 90
-// bytes instead of 540, and a rollout over 5000 nodes stays well under
-// etcd's default request limit of 1.5 MiB, which every write of the object
-// must fit (docs/rollout.md, "Limits"). In memory, NodeStatus keeps the
-// assignment and pin themselves.
+// status names its entry by index. A finished rollout over 5000 nodes then
+// takes 169 bytes per node instead of 540, and stays well under etcd's
+// default request limit of 1.5 MiB, which every write of the object must
+// fit (docs/rollout.md, "The rollout object"). In memory, NodeStatus keeps
+// the assignment and pin themselves.
 
 package rollout
 
