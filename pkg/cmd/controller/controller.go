@@ -40,6 +40,12 @@ type Options struct {
 
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
+	// Lease is the leader election's client: Kube's config with a rate
+	// limiter of its own, so that a renewal never queues behind a
+	// rollout's burst of requests on Kube's limiter and the leader keeps
+	// its lease however busy it is (kube-controller-manager also elects
+	// its leader with a client of its own).
+	Lease kubernetes.Interface
 	genericiooptions.IOStreams
 }
 
@@ -113,7 +119,13 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	if o.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
-	o.Dynamic, err = dynamic.NewForConfig(cfg)
+	if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	// NewForConfig gives each client a rate limiter of its own.
+	lease := rest.CopyConfig(cfg)
+	lease.UserAgent = "kubectl-dkc-controller/leader-election"
+	o.Lease, err = kubernetes.NewForConfig(lease)
 	return err
 }
 
@@ -150,7 +162,7 @@ func (o *Options) Run(ctx context.Context) error {
 		Log:   o.ErrOut,
 	}
 	e := &controller.Election{
-		Client: o.Kube, Namespace: o.Namespace, Identity: o.Identity,
+		Client: o.Lease, Namespace: o.Namespace, Identity: o.Identity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 	}
 	// A controller that stopped while it leads must not keep the lease:
