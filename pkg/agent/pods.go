@@ -262,8 +262,8 @@ func (a *Agent) getNode(ctx context.Context, fresh bool) (*corev1.Node, error) {
 
 // checkTrial holds the node, during a trial, to base: the Node as the
 // informer has it, the pods, and the node's Lease, read from the
-// apiserver. It returns why the trial failed, or nil. What it cannot read
-// it does not judge.
+// apiserver's cache. It returns why the trial failed, or nil. What it
+// cannot read it does not judge.
 func (a *Agent) checkTrial(ctx context.Context, node *corev1.Node, base *nodehealth.Baseline) error {
 	if base == nil {
 		return nil
@@ -279,7 +279,11 @@ func (a *Agent) checkTrial(ctx context.Context, node *corev1.Node, base *nodehea
 		Grace: kubeletconfig.DefaultNodeMonitorGracePeriod}
 	lctx, cancel := context.WithTimeout(ctx, getTimeout)
 	defer cancel()
-	if lease, err := a.Client.Leases(corev1.NamespaceNodeLease).Get(lctx, a.NodeName, metav1.GetOptions{}); err != nil {
+	// From the apiserver's watch cache (resourceVersion 0), not a quorum
+	// read from etcd: every node in trial reads its Lease at least every
+	// trialCheckInterval, and a cache milliseconds behind changes nothing
+	// against a grace period of tens of seconds.
+	if lease, err := a.Client.Leases(corev1.NamespaceNodeLease).Get(lctx, a.NodeName, metav1.GetOptions{ResourceVersion: "0"}); err != nil {
 		klog.FromContext(ctx).V(2).Info("Trial check without the node's Lease", "err", err)
 	} else if lease.Spec.RenewTime != nil {
 		obs.LeaseRenewed = lease.Spec.RenewTime.Time

@@ -222,6 +222,35 @@ func TestTrialRollsBack(t *testing.T) {
 	}
 }
 
+// A trial check reads the node's Lease at least every trialCheckInterval
+// on every node in trial: from the apiserver's watch cache
+// (resourceVersion 0), not a quorum read from etcd. Staleness of the cache
+// does not matter against a grace period of tens of seconds.
+func TestTrialReadsTheLeaseFromTheApiserversCache(t *testing.T) {
+	e := newEnv(t)
+	e.pods.list = []*corev1.Pod{runningPod("web", true)}
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	e.clk.Step(trialCheckInterval)
+	e.sync(t)
+
+	gets := 0
+	for _, action := range e.client.Actions() {
+		get, ok := action.(k8stesting.GetActionImpl)
+		if !ok || action.GetResource().Resource != "leases" {
+			continue
+		}
+		gets++
+		if rv := get.GetOptions.ResourceVersion; rv != "0" {
+			t.Errorf("GET of the node's Lease with resourceVersion %q, want \"0\" (the watch cache)", rv)
+		}
+	}
+	if gets == 0 {
+		t.Error("the trial check read no Lease")
+	}
+}
+
 // Promotion ends the checks: the baseline goes with the trial.
 func TestPromotionEndsTrialChecks(t *testing.T) {
 	e := newEnv(t)
