@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ import (
 // trial, refusal, rollback, a ConfigMap it may not read or that does not
 // exist, kill -9 in the middle of an apply, an unreachable apiserver, reset,
 // and an operator's edit of the local config between two assignments. The
-// second node must stay untouched.
+// second node must stay untouched. Each subtest sets up its own starting
+// state (startFrom, startUnassigned, running), so that one runs alone with
+// -run TestAgent/NAME; in order they find it already there.
 func TestAgent(t *testing.T) {
 	c := framework.Setup(t, framework.Options{Nodes: 2})
 	ctx := context.Background()
@@ -46,8 +49,14 @@ func TestAgent(t *testing.T) {
 		})
 	}
 	storeDir := n.AgentStoreDir()
-	// The cluster's Stop ends every agent the test started.
-	start := func(t *testing.T, kubeconfig string) *framework.Agent {
+	for name, maxPods := range map[string]int{"agent-a": 42, "agent-c": 44, "agent-d": 45, "agent-e": 46, "agent-m": 48} {
+		createConfigMap(t, c, name, withPods(maxPods, nil))
+	}
+	// The cluster's Stop ends every agent the test started. ag is the
+	// agent running now, started with agKubeconfig.
+	var ag *framework.Agent
+	var agKubeconfig string
+	start := func(t *testing.T, kubeconfig string) {
 		t.Helper()
 		a, err := n.StartAgent(framework.DKCBinary(), n.AgentArgs(framework.AgentOptions{
 			Kubeconfig:    kubeconfig,
@@ -58,9 +67,25 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return a
+		ag, agKubeconfig = a, kubeconfig
 	}
-	ag := start(t, kubeconfig)
+	stop := func(t *testing.T) {
+		t.Helper()
+		if err := ag.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// running is the starting state of every subtest: an agent that
+	// reaches the apiserver.
+	running := func(t *testing.T) {
+		t.Helper()
+		if ag.PID() != 0 && agKubeconfig == kubeconfig {
+			return
+		}
+		stop(t)
+		start(t, kubeconfig)
+	}
+	start(t, kubeconfig)
 
 	t.Run("agent healthz", func(t *testing.T) {
 		waitFor(t, 10*time.Second, "agent /healthz", func() bool {
@@ -70,7 +95,8 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("apply maxPods", func(t *testing.T) {
-		createConfigMap(t, c, "agent-a", withPods(42, nil))
+		running(t)
+		startUnassigned(t, c, n.Name, time.Minute)
 		pid := n.KubeletPID()
 		began := time.Now()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-a")
@@ -93,7 +119,8 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("trial promotes to last-known-good", func(t *testing.T) {
-		eventuallyStatus(t, c, n.Name, 30*time.Second, Active("agent-a"), LKG("agent-a"))
+		running(t)
+		startFrom(t, c, n.Name, "agent-a", time.Minute)
 		wantCondition(t, c, n.Name, "True", "Applied")
 	})
 
@@ -103,6 +130,8 @@ func TestAgent(t *testing.T) {
 			t.Fatalf("test payload still has a kind:\n%s", noKind)
 		}
 		createConfigMap(t, c, "agent-nokind", noKind)
+		running(t)
+		startFrom(t, c, n.Name, "agent-a", time.Minute)
 		pid, starts := n.KubeletPID(), n.KubeletStarts()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-nokind")
 		st := eventuallyStatus(t, c, n.Name, 30*time.Second, Assigned("agent-nokind"), AnyError())
@@ -127,6 +156,8 @@ func TestAgent(t *testing.T) {
 	t.Run("config the kubelet refuses at start is rolled back", func(t *testing.T) {
 		bad := withPods(51, func(cfg map[string]any) { cfg["containerRuntimeEndpoint"] = "unix:///nonexistent.sock" })
 		createConfigMap(t, c, "agent-bad", bad)
+		running(t)
+		startFrom(t, c, n.Name, "agent-a", time.Minute)
 		starts := n.KubeletStarts()
 		began := time.Now()
 		// The assigner allows the runtime endpoint's class (redirect),
@@ -160,6 +191,8 @@ func TestAgent(t *testing.T) {
 		if _, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		running(t)
+		startFrom(t, c, n.Name, "agent-a", time.Minute)
 		pid, starts := n.KubeletPID(), n.KubeletStarts()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-denied", "-n", "default")
 		const want = `failed to sync: failed to download config, see Kubelet log for details: configmaps "agent-denied" is forbidden: User "` +
@@ -206,6 +239,8 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		running(t)
+		startFrom(t, c, n.Name, "agent-a", time.Minute)
 		pid, starts := n.KubeletPID(), n.KubeletStarts()
 		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
@@ -236,7 +271,11 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("kill -9 in the middle of an apply", func(t *testing.T) {
-		createConfigMap(t, c, "agent-c", withPods(44, nil))
+		running(t)
+		// Any checkpointed last-known-good will do: the one before agent-c.
+		if st := statusNow(t, c, n.Name); st == nil || st.LastKnownGood == nil || framework.IsConfigMap(st.Assigned, "agent-c") {
+			startFrom(t, c, n.Name, "agent-a", time.Minute)
+		}
 		starts := n.KubeletStarts()
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-c")
 		// Kill the agent as soon as it restarted the kubelet, before its
@@ -266,7 +305,7 @@ func TestAgent(t *testing.T) {
 			t.Errorf("kubelet config after the kill does not hold maxPods 44:\n%s", onDisk)
 		}
 
-		ag = start(t, kubeconfig)
+		start(t, kubeconfig)
 		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-c"), LKG("agent-c"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(44) {
 			t.Errorf("configz maxPods %v, want 44", got)
@@ -274,15 +313,15 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("apiserver unreachable: the kubelet keeps the checkpointed config", func(t *testing.T) {
-		if err := ag.Stop(); err != nil {
-			t.Fatal(err)
-		}
+		running(t)
+		startFrom(t, c, n.Name, "agent-c", time.Minute)
+		stop(t)
 		// Something put the local config back while the agent was away.
 		if err := os.WriteFile(n.ConfigPath, local, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		starts := n.KubeletStarts()
-		ag = start(t, unreachable)
+		start(t, unreachable)
 		waitFor(t, 30*time.Second, "the agent to restart the kubelet without the apiserver", func() bool { return n.KubeletStarts() > starts })
 		waitFor(t, 30*time.Second, "configz maxPods 44", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(44) })
 		// A kubelet restart by someone else keeps it too.
@@ -290,15 +329,12 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, "configz maxPods 44 after a kubelet restart", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(44) })
-		if err := ag.Stop(); err != nil {
-			t.Fatal(err)
-		}
+		stop(t)
 
 		// A new assignment while the agent cannot see it, then the agent
 		// with the right kubeconfig catches up.
-		createConfigMap(t, c, "agent-d", withPods(45, nil))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-d")
-		ag = start(t, kubeconfig)
+		start(t, kubeconfig)
 		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-d"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(45) {
 			t.Errorf("configz maxPods %v, want 45", got)
@@ -306,20 +342,32 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		body, err := framework.HTTPGet("http://" + n.IP + ":10390/metrics")
-		if err != nil {
-			t.Fatal(err)
+		running(t)
+		scrape := func() string {
+			body, err := framework.HTTPGet("http://" + n.IP + ":10390/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return body
 		}
-		for _, want := range []string{
-			`dkc_agent_applies_total{result="applied"} 1`,
-			"dkc_agent_apply_duration_seconds_count 1",
+		next := "agent-m"
+		if st := statusNow(t, c, n.Name); st != nil && framework.IsConfigMap(st.Assigned, next) {
+			next = "agent-a"
+		}
+		before := scrape()
+		mustDKC(t, c, "", "assign", n.Name, "--config", next)
+		eventuallyStatus(t, c, n.Name, time.Minute, Active(next), NoError())
+		after := scrape()
+		for _, series := range []string{
+			`dkc_agent_applies_total{result="applied"}`,
+			"dkc_agent_apply_duration_seconds_count",
 			`dkc_agent_phase_duration_seconds_count{phase="restart"}`,
 		} {
-			if !strings.Contains(body, want) {
-				t.Errorf("/metrics lacks %q", want)
+			if d := metricValue(t, after, series) - metricValue(t, before, series); d != 1 {
+				t.Errorf("%s went up by %v over one apply, want 1", series, d)
 			}
 		}
-		for _, line := range strings.Split(body, "\n") {
+		for _, line := range strings.Split(after, "\n") {
 			if strings.HasPrefix(line, "dkc_agent_phase_duration_seconds_sum") || strings.HasPrefix(line, "dkc_agent_apply_duration_seconds_sum") {
 				t.Log(line)
 			}
@@ -327,6 +375,10 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("reset restores the local config", func(t *testing.T) {
+		running(t)
+		if st := statusNow(t, c, n.Name); st == nil || st.Active == nil {
+			startFrom(t, c, n.Name, "agent-a", time.Minute)
+		}
 		mustDKC(t, c, "", "reset", n.Name)
 		eventuallyStatus(t, c, n.Name, time.Minute, NoStatus())
 		waitFor(t, 30*time.Second, "configz maxPods 110", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(110) })
@@ -342,6 +394,8 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("an operator's edit after a reset survives the next assign and reset", func(t *testing.T) {
+		running(t)
+		startUnassigned(t, c, n.Name, time.Minute)
 		// The node runs its local config; the operator edits it.
 		edited := withPods(111, nil)
 		if err := os.WriteFile(n.ConfigPath, []byte(edited), 0o600); err != nil {
@@ -352,7 +406,6 @@ func TestAgent(t *testing.T) {
 		}
 		waitFor(t, 30*time.Second, "configz maxPods 111", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(111) })
 
-		createConfigMap(t, c, "agent-e", withPods(46, nil))
 		mustDKC(t, c, "", "assign", n.Name, "--config", "agent-e")
 		eventuallyStatus(t, c, n.Name, time.Minute, Active("agent-e"), NoError())
 		if got := configz(t, c, n.Name)["maxPods"]; got != float64(46) {
@@ -394,9 +447,24 @@ func TestAgent(t *testing.T) {
 		}
 	})
 
-	if err := ag.Stop(); err != nil {
-		t.Fatal(err)
+	stop(t)
+}
+
+// metricValue is the value of series (a metric's name and labels, as
+// /metrics prints them) in body, a Prometheus text exposition; 0 when body
+// has none.
+func metricValue(t *testing.T, body, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return f
+		}
 	}
+	return 0
 }
 
 // unreachableKubeconfig is kubeconfig with an apiserver address nothing

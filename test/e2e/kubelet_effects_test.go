@@ -78,9 +78,40 @@ func TestKubeletEffects(t *testing.T) {
 	}
 
 	dropIn := kubelet.NewDropInWriter(n.ConfigPath, n.ConfigDir)
+	payload := []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 42\n")
+	// The starting states of the subtests: the kubelet on its own config
+	// (noDropIn) or on the drop-in with maxPods 42 (withDropIn), restarted
+	// only when it runs something else.
+	noDropIn := func(t *testing.T) {
+		t.Helper()
+		if err := dropIn.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		if configz(t, c, n.Name)["maxPods"] != float64(110) {
+			eff, err := dropIn.Effective()
+			if err != nil {
+				t.Fatal(err)
+			}
+			restartAndProbe(t, eff, 110)
+		}
+	}
+	withDropIn := func(t *testing.T) []byte {
+		t.Helper()
+		if err := dropIn.Apply(payload); err != nil {
+			t.Fatal(err)
+		}
+		eff, err := dropIn.Effective()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if configz(t, c, n.Name)["maxPods"] != float64(42) {
+			restartAndProbe(t, eff, 42)
+		}
+		return eff
+	}
 
 	t.Run("drop-in maxPods, restart, probe", func(t *testing.T) {
-		payload := []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 42\n")
+		noDropIn(t)
 		if err := dropIn.Apply(payload); err != nil {
 			t.Fatal(err)
 		}
@@ -101,10 +132,7 @@ func TestKubeletEffects(t *testing.T) {
 	})
 
 	t.Run("wrong expectation fails naming the field", func(t *testing.T) {
-		eff, err := dropIn.Effective()
-		if err != nil {
-			t.Fatal(err)
-		}
+		eff := withDropIn(t)
 		wrong := bytes.Replace(eff, []byte(`"maxPods":42`), []byte(`"maxPods":43`), 1)
 		if bytes.Equal(wrong, eff) {
 			t.Fatalf("effective config has no maxPods 42: %s", eff)
@@ -112,7 +140,7 @@ func TestKubeletEffects(t *testing.T) {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		began := time.Now()
-		err = prober.Probe(pctx, kubelet.Expectation{Config: wrong, Since: began.Add(-time.Minute)})
+		err := prober.Probe(pctx, kubelet.Expectation{Config: wrong, Since: began.Add(-time.Minute)})
 		took := time.Since(began)
 		if got, want := errString(err), "health gate: configz: maxPods is 42, want 43"; got != want {
 			t.Errorf("Probe error = %q, want %q", got, want)
@@ -123,6 +151,7 @@ func TestKubeletEffects(t *testing.T) {
 	})
 
 	t.Run("drop-in restore, restart, probe", func(t *testing.T) {
+		withDropIn(t)
 		if err := dropIn.Restore(); err != nil {
 			t.Fatal(err)
 		}
@@ -137,6 +166,7 @@ func TestKubeletEffects(t *testing.T) {
 	})
 
 	t.Run("replace round trip", func(t *testing.T) {
+		noDropIn(t)
 		store, err := checkpoint.Open(t.TempDir(), clock.RealClock{})
 		if err != nil {
 			t.Fatal(err)

@@ -145,6 +145,38 @@ func eventuallyStatus(t *testing.T, c *framework.Cluster, node string, timeout t
 	return last
 }
 
+// startFrom brings node to the starting state of a subtest: cm active and
+// last-known-good, with no error. It assigns cm, which changes nothing
+// when the node already runs it (no restart), and waits out the trial.
+func startFrom(t *testing.T, c *framework.Cluster, node, cm string, timeout time.Duration) *corev1.NodeConfigStatus {
+	t.Helper()
+	mustDKC(t, c, "", "assign", node, "--config", cm)
+	return eventuallyStatus(t, c, node, timeout, Active(cm), LKG(cm), NoError())
+}
+
+// startUnassigned brings node to the starting state of a subtest that
+// needs no assignment: it resets the node when it has a config status.
+func startUnassigned(t *testing.T, c *framework.Cluster, node string, timeout time.Duration) {
+	t.Helper()
+	if statusNow(t, c, node) == nil {
+		return
+	}
+	mustDKC(t, c, "", "reset", node)
+	eventuallyStatus(t, c, node, timeout, NoStatus())
+}
+
+// statusNow is the status of node as `kubectl dkc status NODE -o json`
+// reports it now; nil when it has none.
+func statusNow(t *testing.T, c *framework.Cluster, node string) *corev1.NodeConfigStatus {
+	t.Helper()
+	var list status.NodeConfigList
+	r := readDKC(t, c, "status", node, "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil || len(list.Items) != 1 {
+		t.Fatalf("kubectl dkc status %s -o json: %v\n%s", node, err, r.Stdout)
+	}
+	return list.Items[0].Status
+}
+
 // waitFor polls cond every 100ms until it holds, and fails the test
 // after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {

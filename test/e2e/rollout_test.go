@@ -35,9 +35,21 @@ func TestRollout(t *testing.T) {
 	partial := func(extra string) string {
 		return "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n" + extra
 	}
+	createConfigMap(t, c, "ro-a", partial("maxPods: 61\n"))
+	createConfigMap(t, c, "ro-c", partial("maxPods: 63\n"))
+	// everyNodeFrom is the starting state of a subtest: cm active and
+	// last-known-good on every node, assigned by hand unless it is.
+	everyNodeFrom := func(t *testing.T, cm string) {
+		t.Helper()
+		for _, n := range names {
+			startFrom(t, c, n, cm, time.Minute)
+		}
+	}
 
 	t.Run("good config, max-unavailable 1: restarts never overlap", func(t *testing.T) {
-		createConfigMap(t, c, "ro-a", partial("maxPods: 61\n"))
+		for _, n := range names {
+			startUnassigned(t, c, n, time.Minute)
+		}
 		began := time.Now()
 		r := dkc(t, c, "", "rollout", "start", "--config", "ro-a", "--all", "--name", "a", "--max-unavailable", "1", "--wait", "--timeout", "5m")
 		if r.ExitCode != 0 {
@@ -70,9 +82,7 @@ func TestRollout(t *testing.T) {
 		// its trial (3 s from its apply) ended. A fast machine finishes the
 		// rollout above sooner than that, and the rollback would then
 		// rightly go to the local config.
-		for _, n := range names {
-			eventuallyStatus(t, c, n, 15*time.Second, LKG("ro-a"), NoError())
-		}
+		everyNodeFrom(t, "ro-a")
 		pids := map[string]int{}
 		for _, n := range c.Nodes {
 			pids[n.Name] = n.KubeletPID()
@@ -109,7 +119,7 @@ func TestRollout(t *testing.T) {
 	})
 
 	t.Run("CLI killed with SIGKILL, then resume: completes, no node applied twice", func(t *testing.T) {
-		createConfigMap(t, c, "ro-c", partial("maxPods: 63\n"))
+		everyNodeFrom(t, "ro-a")
 		starts := map[string]int{}
 		for _, n := range c.Nodes {
 			starts[n.Name] = n.KubeletStarts()
@@ -159,6 +169,7 @@ func TestRollout(t *testing.T) {
 
 	t.Run("pause holds the next wave; resume finishes; undo goes back", func(t *testing.T) {
 		createConfigMap(t, c, "ro-d", partial("maxPods: 64\n"))
+		everyNodeFrom(t, "ro-c")
 		bg := startDKCBackground(t, c, "rollout", "start", "--config", "ro-d", "--all", "--name", "d", "--soak", "8s", "--wait")
 		bg.waitForLine(t, 2*time.Minute, func(l string) bool { return l == "rollout/d node/"+names[0]+" Done wave=0" })
 		mustDKC(t, c, "", "rollout", "pause", "d")
@@ -201,6 +212,7 @@ func TestRollout(t *testing.T) {
 	})
 
 	t.Run("back to local, driven by one client and followed by another with status -w", func(t *testing.T) {
+		everyNodeFrom(t, "ro-c")
 		bg := startDKCBackground(t, c, "rollout", "start", "--to-local", "--all", "--name", "local", "--max-unavailable", "34%", "--wait")
 		bg.waitForLine(t, 30*time.Second, func(l string) bool { return l == "rollout/local Running" })
 		w := dkc(t, c, "", "rollout", "status", "local", "-w", "--timeout", "3m")

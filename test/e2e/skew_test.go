@@ -91,6 +91,16 @@ func TestKubeletSkew(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	createConfigMap(t, c, "skew-a", withPods(replace, 43, nil))
+	createConfigMap(t, c, "skew-dropin", withPods(dropin, 44, nil))
+	// assigned is the starting state of a subtest that needs node to run
+	// an assignment: cm unless it already runs one.
+	assigned := func(t *testing.T, n *framework.Node, cm string) {
+		t.Helper()
+		if st := statusNow(t, c, n.Name); st == nil || st.Active == nil {
+			startFrom(t, c, n.Name, cm, time.Minute)
+		}
+	}
 	capacity := func(t *testing.T, n *framework.Node, pods int64) {
 		t.Helper()
 		waitFor(t, 30*time.Second, "capacity pods", func() bool {
@@ -116,7 +126,7 @@ func TestKubeletSkew(t *testing.T) {
 	})
 
 	t.Run("apply in replace mode", func(t *testing.T) {
-		createConfigMap(t, c, "skew-a", withPods(replace, 43, nil))
+		startUnassigned(t, c, replace.Name, time.Minute)
 		pid := replace.KubeletPID()
 		mustDKC(t, c, "", "assign", replace.Name, "--config", "skew-a")
 		eventuallyStatus(t, c, replace.Name, time.Minute, Active("skew-a"), NoError())
@@ -135,6 +145,7 @@ func TestKubeletSkew(t *testing.T) {
 		createConfigMap(t, c, "skew-bad", withPods(replace, 52, func(cfg map[string]any) {
 			cfg["containerRuntimeEndpoint"] = "unix:///nonexistent.sock"
 		}))
+		startFrom(t, c, replace.Name, "skew-a", time.Minute)
 		mustDKC(t, c, "", "assign", replace.Name, "--config", "skew-bad", "--allow-unsafe=redirect")
 		st := eventuallyStatus(t, c, replace.Name, 90*time.Second, Assigned("skew-bad"), AnyError())
 		if !strings.HasPrefix(st.Error, status.ValidateError+": ") {
@@ -151,7 +162,7 @@ func TestKubeletSkew(t *testing.T) {
 	})
 
 	t.Run("apply in drop-in mode", func(t *testing.T) {
-		createConfigMap(t, c, "skew-dropin", withPods(dropin, 44, nil))
+		startUnassigned(t, c, dropin.Name, time.Minute)
 		mustDKC(t, c, "", "assign", dropin.Name, "--config", "skew-dropin")
 		eventuallyStatus(t, c, dropin.Name, time.Minute, Active("skew-dropin"), NoError())
 		if got := configz(t, c, dropin.Name)["maxPods"]; got != float64(44) {
@@ -172,6 +183,8 @@ func TestKubeletSkew(t *testing.T) {
 	})
 
 	t.Run("reset restores the local config on both", func(t *testing.T) {
+		assigned(t, replace, "skew-a")
+		assigned(t, dropin, "skew-dropin")
 		for _, n := range []*framework.Node{replace, dropin} {
 			mustDKC(t, c, "", "reset", n.Name)
 		}

@@ -181,13 +181,24 @@ func TestSnapshotPushDiff(t *testing.T) {
 		}
 	})
 
-	var pushed string
+	// The name push gives the snapshot, e2e-config and a hash of its data,
+	// is known without a cluster. pushSnapshot creates the ConfigMap for
+	// the subtests that read it ("unchanged" when it exists), so each one
+	// runs alone.
+	pushed, ok := strings.CutPrefix(strings.TrimSuffix(mustDKC(t, c, "", "push", snapFile, "--name", "e2e-config", "--dry-run=client", "-o", "name").Stdout, "\n"), "configmap/")
+	if !ok || pushed == "" || strings.ContainsAny(pushed, " \n") {
+		t.Fatalf("push --dry-run=client -o name: want configmap/NAME, got %q", pushed)
+	}
+	pushSnapshot := func(t *testing.T) {
+		t.Helper()
+		mustDKC(t, c, "", "push", snapFile, "--name", "e2e-config")
+	}
+
 	t.Run("push names the ConfigMap as kubectl does", func(t *testing.T) {
 		want := kubectlHashName(t, "e2e-config", snapFile)
 		r := mustDKC(t, c, "", "push", snapFile, "--name", "e2e-config")
-		pushed = strings.TrimSuffix(strings.TrimPrefix(r.Stdout, "configmap/"), " created\n")
 		if r.Stdout != "configmap/"+pushed+" created\n" {
-			t.Fatalf("stdout = %q, want configmap/NAME created", r.Stdout)
+			t.Fatalf("stdout = %q, want configmap/%s created", r.Stdout, pushed)
 		}
 		if want != "" && pushed != want {
 			t.Errorf("pushed %q, kubectl create configmap --append-hash names it %q", pushed, want)
@@ -302,6 +313,7 @@ func TestSnapshotPushDiff(t *testing.T) {
 	}
 
 	t.Run("diff", func(t *testing.T) {
+		pushSnapshot(t)
 		r := dkc(t, c, "", "diff", "node/"+n0.Name, snapFile)
 		if r.ExitCode != 0 || r.Stdout != "" || r.Stderr != "" {
 			t.Errorf("node vs its snapshot: exit %d, stdout %q, stderr %q; want 0 and nothing", r.ExitCode, r.Stdout, r.Stderr)
@@ -331,6 +343,7 @@ func TestSnapshotPushDiff(t *testing.T) {
 	})
 
 	t.Run("diff assigned", func(t *testing.T) {
+		pushSnapshot(t)
 		r := dkc(t, c, "", "diff", "assigned/"+n1.Name, snapFile)
 		if r.ExitCode != 2 || !strings.Contains(r.Stderr, fmt.Sprintf("node %q has no assigned config: it runs its local config", n1.Name)) {
 			t.Errorf("no assignment: exit %d, stderr %q; want 2 and the local config named", r.ExitCode, r.Stderr)
