@@ -115,6 +115,9 @@ type Agent struct {
 	podView podView
 	// nodes is Run's informer's view of the Node; nil outside Run.
 	nodes corelisters.NodeLister
+	// leaseRenewed is the latest renewTime of the node's Lease that a
+	// trial check read; zero before the first.
+	leaseRenewed time.Time
 }
 
 func (a *Agent) setDefaults() {

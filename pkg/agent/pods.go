@@ -277,16 +277,22 @@ func (a *Agent) checkTrial(ctx context.Context, node *corev1.Node, base *nodehea
 	}
 	obs := nodehealth.Observed{Node: node, Pods: pods, Stopped: a.podView.stoppedSince(base.Taken), Now: a.Clock.Now(),
 		Grace: kubeletconfig.DefaultNodeMonitorGracePeriod}
-	lctx, cancel := context.WithTimeout(ctx, getTimeout)
-	defer cancel()
-	// From the apiserver's watch cache (resourceVersion 0), not a quorum
-	// read from etcd: every node in trial reads its Lease at least every
-	// trialCheckInterval, and a cache milliseconds behind changes nothing
-	// against a grace period of tens of seconds.
-	if lease, err := a.Client.Leases(corev1.NamespaceNodeLease).Get(lctx, a.NodeName, metav1.GetOptions{ResourceVersion: "0"}); err != nil {
-		klog.FromContext(ctx).V(2).Info("Trial check without the node's Lease", "err", err)
-	} else if lease.Spec.RenewTime != nil {
-		obs.LeaseRenewed = lease.Spec.RenewTime.Time
+	if renewed := a.leaseRenewed; !renewed.IsZero() && obs.Now.Before(renewed.Add(obs.Grace-trialCheckInterval)) {
+		// A Lease renewed then cannot turn stale before then plus the
+		// grace period: read it again only within a check of that.
+		obs.LeaseRenewed = renewed
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, getTimeout)
+		defer cancel()
+		// From the apiserver's watch cache (resourceVersion 0), not a
+		// quorum read from etcd: a cache milliseconds behind changes
+		// nothing against a grace period of tens of seconds.
+		if lease, err := a.Client.Leases(corev1.NamespaceNodeLease).Get(lctx, a.NodeName, metav1.GetOptions{ResourceVersion: "0"}); err != nil {
+			klog.FromContext(ctx).V(2).Info("Trial check without the node's Lease", "err", err)
+		} else if lease.Spec.RenewTime != nil {
+			obs.LeaseRenewed = lease.Spec.RenewTime.Time
+			a.leaseRenewed = obs.LeaseRenewed
+		}
 	}
 	if v := nodehealth.Judge(*base, obs, nodehealth.Trial); v.Failed != "" {
 		return fmt.Errorf("trial: %s", v.Failed)

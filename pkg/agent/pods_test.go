@@ -251,6 +251,56 @@ func TestTrialReadsTheLeaseFromTheApiserversCache(t *testing.T) {
 	}
 }
 
+// A Lease renewed at R cannot be stale before R plus the grace period:
+// trial checks read it again only from a check interval before that, so a
+// fleet in trial reads its Leases a quarter as often, and a kubelet that
+// stopped renewing is still caught at the first check past the grace.
+func TestTrialReadsTheLeaseOnlyWhenItCouldBeStale(t *testing.T) {
+	e := newEnv(t)
+	e.pods.list = []*corev1.Pod{runningPod("web", true)}
+	renewed := metav1.NewMicroTime(e.clk.Now())
+	_, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(),
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}, metav1.CreateOptions{})
+	must(t, err)
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	leaseGets := func() int {
+		n := 0
+		for _, action := range e.client.Actions() {
+			if action.GetVerb() == "get" && action.GetResource().Resource == "leases" {
+				n++
+			}
+		}
+		return n
+	}
+	grace := kubeletconfig.DefaultNodeMonitorGracePeriod
+	before := leaseGets()
+	// The kubelet renews no more: the Lease stays at renewed.
+	for _, step := range []struct {
+		at       time.Duration // since renewed
+		wantGets int
+	}{
+		{trialCheckInterval, 1},
+		{2 * trialCheckInterval, 0},
+		{grace - trialCheckInterval, 1},
+	} {
+		e.clk.SetTime(renewed.Add(step.at))
+		e.sync(t)
+		if got := leaseGets() - before; got != step.wantGets {
+			t.Errorf("trial check %s after the renewal: %d reads of the Lease, want %d", step.at, got, step.wantGets)
+		}
+		before = leaseGets()
+		diff(t, "condition", "True Trial", e.condition(t))
+	}
+	e.clk.SetTime(renewed.Add(grace))
+	e.sync(t)
+	diff(t, "condition once the Lease is as old as the grace period", "False RolledBack", e.condition(t))
+	if got, want := e.status(t).Error, "trial: node lease last renewed 50s ago"; !strings.Contains(got, want) {
+		t.Errorf("status error %q does not contain %q", got, want)
+	}
+}
+
 // Promotion ends the checks: the baseline goes with the trial.
 func TestPromotionEndsTrialChecks(t *testing.T) {
 	e := newEnv(t)
