@@ -142,11 +142,12 @@ type engine struct {
 	last *Rollout
 
 	// mu guards what the informers' handlers share with the loop: the
-	// resourceVersion the loop last wrote or read, and whether the server
-	// holds a different one.
+	// resourceVersion the loop last wrote or read, whether the server
+	// holds a different one, and the last one the informer delivered.
 	mu    sync.Mutex
 	rv    string
 	stale bool
+	seen  string
 }
 
 func (e *engine) poke() {
@@ -203,12 +204,11 @@ func (e *engine) startInformers(ctx context.Context) error {
 		if ok && u.GetName() != name {
 			return
 		}
-		e.mu.Lock()
-		if !ok || u.GetResourceVersion() != e.rv {
-			e.stale = true
+		rv := ""
+		if ok {
+			rv = u.GetResourceVersion()
 		}
-		e.mu.Unlock()
-		e.poke()
+		e.delivered(rv)
 	}
 	if _, err := rf.ForResource(Resource).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onRollout,
@@ -287,6 +287,35 @@ func (e *engine) setCurrent(r *Rollout) {
 	e.mu.Unlock()
 }
 
+// delivered records that the rollout's informer delivered version rv of
+// it ("" when deleted), and pokes the loop: the server holds a version
+// other than the loop's unless rv is the one the loop last wrote or read.
+func (e *engine) delivered(rv string) {
+	e.mu.Lock()
+	if rv == "" || rv != e.rv {
+		e.stale = true
+	}
+	e.seen = rv
+	e.mu.Unlock()
+	e.poke()
+}
+
+// wrote records r, which this client just wrote. The watch often delivers
+// the write before its response arrives, and the handler then took it for
+// another client's: unless the informer has delivered a later version
+// since, the loop's copy is current, and the next pass need not read the
+// rollout again. (A later version of another client's would have made the
+// write fail with a conflict instead.)
+func (e *engine) wrote(r *Rollout) {
+	e.cur = r
+	e.mu.Lock()
+	e.rv = r.ResourceVersion
+	if e.seen == r.ResourceVersion {
+		e.stale = false
+	}
+	e.mu.Unlock()
+}
+
 // write stores r. It reports false, and marks the rollout stale, when
 // another client wrote it first: the pass is then redone on fresh state.
 func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
@@ -301,7 +330,7 @@ func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	e.setCurrent(got)
+	e.wrote(got)
 	return true, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 )
 
 // pass looks at every node of the rollout once and acts on it: it reads
@@ -81,6 +82,7 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		return e.finish(ctx, d.Rollout, observed)
 	}
 	e.wake = d.Wake
+	began := e.opts.Clock.Now()
 	if d.Write {
 		ok, err := e.write(ctx, d.Rollout)
 		if err != nil || !ok {
@@ -95,7 +97,13 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		e.notify(d.Rollout, observed)
 	}
 
-	if name, err := e.startNodes(ctx, d.Assign, nodes); err != nil {
+	wrote := e.opts.Clock.Now()
+	name, err := e.startNodes(ctx, d.Assign, nodes)
+	if len(d.Assign) > 0 {
+		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", e.cur.Name, "nodes", len(d.Assign),
+			"decide", began.Sub(now), "write", wrote.Sub(began), "start", e.opts.Clock.Since(wrote))
+	}
+	if err != nil {
 		stamp := metav1.NewMicroTime(now)
 		r := e.cur.DeepCopy()
 		rec := r.NodeStatus(name)

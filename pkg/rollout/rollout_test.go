@@ -676,3 +676,33 @@ func TestStoreRequest(t *testing.T) {
 		})
 	}
 }
+
+// The watch often delivers a client's own write before the write's
+// response: that is no reason to read the rollout again on the next pass.
+// Another client's version is, and so is a deleted rollout.
+func TestEngineTellsItsOwnWritesFromOthers(t *testing.T) {
+	written := func(rv string) *Rollout {
+		r := &Rollout{}
+		r.ResourceVersion = rv
+		return r
+	}
+	tests := map[string]struct {
+		steps     func(e *engine)
+		wantStale bool
+	}{
+		"own write delivered after its response":  {func(e *engine) { e.wrote(written("2")); e.delivered("2") }, false},
+		"own write delivered before its response": {func(e *engine) { e.delivered("2"); e.wrote(written("2")) }, false},
+		"another client's write after ours":       {func(e *engine) { e.wrote(written("2")); e.delivered("3") }, true},
+		"own write, then the informer's lag":      {func(e *engine) { e.delivered("0"); e.wrote(written("2")) }, true},
+		"deleted":                                 {func(e *engine) { e.wrote(written("2")); e.delivered("") }, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := &engine{kick: make(chan struct{}, 1), rv: "1"}
+			tc.steps(e)
+			if e.stale != tc.wantStale {
+				t.Errorf("stale = %v, want %v", e.stale, tc.wantStale)
+			}
+		})
+	}
+}
