@@ -37,6 +37,9 @@ type Options struct {
 	RenewDeadline     time.Duration
 	RetryPeriod       time.Duration
 	HealthBindAddress string
+	// QPS and Burst limit the controller's requests to the apiserver.
+	QPS   float32
+	Burst int
 
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -56,7 +59,11 @@ func NewCmdController(f genericclioptions.RESTClientGetter, streams genericioopt
 		RenewDeadline:     10 * time.Second,
 		RetryPeriod:       2 * time.Second,
 		HealthBindAddress: ":8081",
-		IOStreams:         streams,
+		// A rollout sends about one request per node it starts: the CLI's
+		// rollout limit (pkg/cmd/rollout).
+		QPS:       50,
+		Burst:     100,
+		IOStreams: streams,
 	}
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -89,6 +96,8 @@ deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 	fl.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader tries to renew the lease before it stops leading; less than the lease duration.")
 	fl.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often the replicas try to acquire or renew the lease.")
 	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of /healthz; \"0\" disables it.")
+	fl.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Requests per second to the apiserver, beyond --kube-api-burst. A rollout starts its nodes at about this rate: raise it for budgets of hundreds of nodes. The leader election has a limiter of its own.")
+	fl.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Requests to the apiserver at once before --kube-api-qps applies.")
 	return cmd
 }
 
@@ -110,11 +119,7 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 && cfg.Burst == 0 {
-		// A rollout sends about one request per node it starts, a wave
-		// at a time: the CLI's rollout limit (pkg/cmd/rollout).
-		cfg.QPS, cfg.Burst = 50, 100
-	}
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	cfg.UserAgent = "kubectl-dkc-controller"
 	if o.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
@@ -129,8 +134,11 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	return err
 }
 
-// Validate checks the lease timings.
+// Validate checks the lease timings and the rate limit.
 func (o *Options) Validate() error {
+	if o.QPS <= 0 || o.Burst < 1 {
+		return fmt.Errorf("invalid rate limit: want --kube-api-qps (%g) > 0 and --kube-api-burst (%d) >= 1", o.QPS, o.Burst)
+	}
 	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
 		return fmt.Errorf("invalid leader election timings: want 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 			o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
