@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,9 +211,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.Errorf("peak of %d nodes in restart or health gate at once, over the budget of %d", peak, budget)
 	}
 
-	lead, spread, handover, lastEnd := fleet.waveTimes(budget, began)
+	lead, fill, handover, lastEnd := fleet.slotTimes(budget, began)
 	tail := began.Add(wall).Sub(lastEnd)
-	spreadS, handoverS := summarize(spread), summarize(handover)
+	handoverS := summarize(handover)
 
 	ideal := time.Duration(math.Ceil(float64(n)/float64(budget))) * (restart + gate)
 	ratio := wall.Seconds() / ideal.Seconds()
@@ -219,20 +221,33 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "nodes %d, --max-unavailable %s (budget %d), restart %s, gate %s, driven by the %s\n", n, maxUnavailable, budget, restart, gate, driver)
 	fmt.Fprintf(&sb, "rollout wall time      %s\n", wall.Round(time.Millisecond))
 	fmt.Fprintf(&sb, "ideal ceil(N/budget)*(r+g) %s\n", ideal)
-	fmt.Fprintf(&sb, "ratio                  %.2f (goal <= 1.2)\n", ratio)
+	goal := 1.2 // P2, driven by the CLI
+	if driver == "controller" {
+		goal = 1.1 // the controller, with the sliding budget
+	}
+	fmt.Fprintf(&sb, "ratio                  %.2f (goal <= %.1f)\n", ratio, goal)
 	fmt.Fprintf(&sb, "peak in progress       %d (budget %d)\n", peak, budget)
-	fmt.Fprintf(&sb, "where the time over the ideal went, over %d waves:\n", len(spread))
-	fmt.Fprintf(&sb, "  CLI start to the first restart     %s\n", ms(lead))
-	fmt.Fprintf(&sb, "  spread of a wave's restart starts  median %s, max %s\n", ms(spreadS.median), ms(spreadS.max))
-	fmt.Fprintf(&sb, "  a wave's last gate to the next wave's first restart  median %s, max %s\n", ms(handoverS.median), ms(handoverS.max))
-	fmt.Fprintf(&sb, "  the last gate to the CLI's exit     %s\n", ms(tail))
+	fmt.Fprintf(&sb, "where the time over the ideal went:\n")
+	fmt.Fprintf(&sb, "  rollout start to the first restart  %s\n", ms(lead))
+	fmt.Fprintf(&sb, "  the first %d restarts started within %s\n", budget, ms(fill))
+	fmt.Fprintf(&sb, "  a gate's end to the restart that takes its slot (%d handovers)  median %s, p90 %s, max %s\n",
+		len(handover), ms(handoverS.median), ms(handoverS.p90), ms(handoverS.max))
+	fmt.Fprintf(&sb, "  the last gate to the end            %s\n", ms(tail))
 	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node: %s\n", reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), verbDelta(apiBefore.byVerb, apiAfter.byVerb))
+	fmt.Fprintf(&sb, "agents' apply phases, mean  %s\n", fleet.phaseMeans())
 	fmt.Fprintf(&sb, "agents' requests       %d, %.1f per node: %s\n", agentReq.total(), float64(agentReq.total())/float64(n), agentReq)
 	fmt.Fprintf(&sb, "agents' Go heap        idle %.1f MiB, after the rollout %.1f MiB (%.0f KiB per agent)\n",
 		mib(heapIdle-heapBefore), mib(heapAfter-heapBefore), float64(heapAfter-heapBefore)/1024/float64(n))
 	fmt.Fprintf(&sb, "process RSS            %.0f MiB\n", mib(rssBytes()))
 	if ctl != nil {
 		fmt.Fprintf(&sb, "controller peak RSS    %.0f MiB\n", mib(peakRSS(ctl.PID())))
+		if p, err := enginePasses(ctl.LogPath); err != nil {
+			b.Errorf("the controller's passes: %v", err)
+		} else {
+			w, s := summarize(p.write), summarize(p.start)
+			fmt.Fprintf(&sb, "controller passes that started nodes %d (%.1f nodes each): write of the rollout median %s, p90 %s, max %s; assignments median %s, p90 %s, max %s\n",
+				len(p.write), float64(p.nodes)/float64(max(len(p.write), 1)), ms(w.median), ms(w.p90), ms(w.max), ms(s.median), ms(s.p90), ms(s.max))
+		}
 		b.ReportMetric(mib(peakRSS(ctl.PID())), "controller-peak-rss-MiB")
 	}
 	busy := cpu.self + cpu.children + apiCPU
@@ -247,8 +262,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 	b.ReportMetric(ratio, "wall/ideal")
 	b.ReportMetric(float64(peak), "peak-in-progress")
 	b.ReportMetric(float64(budget), "budget")
-	b.ReportMetric(spreadS.median.Seconds(), "median-wave-spread-s")
-	b.ReportMetric(handoverS.median.Seconds(), "median-wave-handover-s")
+	b.ReportMetric(lead.Seconds(), "first-restart-s")
+	b.ReportMetric(handoverS.median.Seconds(), "median-slot-handover-s")
 	b.ReportMetric((reqAfter-reqBefore)/float64(n), "apiserver-requests/node")
 	b.ReportMetric(float64(agentReq.total())/float64(n), "agent-requests/node")
 	b.ReportMetric(mib(heapAfter-heapBefore), "agents-heap-MiB")
@@ -263,7 +278,9 @@ type fleet struct {
 	wg     sync.WaitGroup
 	// restarters are the agents' fake restarters, by node name.
 	restarters map[string]*kfake.FakeRestarter
-	requests   *requestCounter
+	// metrics are the agents' metrics.
+	metrics  []*agent.Metrics
+	requests *requestCounter
 	// inProgress counts the kubelets between the start of a restart and
 	// the end of their health gate; peak is its maximum.
 	inProgress, peak atomic.Int64
@@ -282,14 +299,13 @@ func (f *fleet) record(to *[]time.Time) {
 	*to = append(*to, time.Now())
 }
 
-// waveTimes splits the restarts into waves of size budget, in the order
-// they began, and returns for each wave how long after began its first
-// restart started (lead), the spread of its restarts' starts (from the first
-// to the last), and the time from the previous wave's last gate to its first
-// restart (handover, from the second wave on), and when the last gate
-// ended. With waves that wait for each other and never more than budget
-// nodes in progress, the k-th budget of restarts in time order is wave k.
-func (f *fleet) waveTimes(budget int, began time.Time) (lead time.Duration, spread, handover []time.Duration, lastEnd time.Time) {
+// slotTimes returns, from the restarts' starts and the gates' ends in time
+// order: how long after began the first restart started (lead); how long
+// the first budget restarts took to start (fill); for each later restart,
+// the time from the gate's end that freed its slot to its start (handover:
+// with never more than budget in progress, the i-th end frees the slot of
+// the (budget+i)-th start); and when the last gate ended.
+func (f *fleet) slotTimes(budget int, began time.Time) (lead, fill time.Duration, handover []time.Duration, lastEnd time.Time) {
 	f.mu.Lock()
 	starts := append([]time.Time(nil), f.starts...)
 	ends := append([]time.Time(nil), f.ends...)
@@ -297,20 +313,18 @@ func (f *fleet) waveTimes(budget int, began time.Time) (lead time.Duration, spre
 	byTime := func(t []time.Time) { sort.Slice(t, func(i, j int) bool { return t[i].Before(t[j]) }) }
 	byTime(starts)
 	byTime(ends)
-	for w := 0; w*budget < len(starts); w++ {
-		first, last := w*budget, min((w+1)*budget, len(starts))-1
-		spread = append(spread, starts[last].Sub(starts[first]))
-		if w > 0 && first-1 < len(ends) {
-			handover = append(handover, starts[first].Sub(ends[first-1]))
-		}
+	if len(starts) == 0 {
+		return 0, 0, nil, time.Time{}
 	}
-	if len(starts) > 0 {
-		lead = starts[0].Sub(began)
+	lead = starts[0].Sub(began)
+	fill = starts[min(budget, len(starts))-1].Sub(starts[0])
+	for i := 0; budget+i < len(starts) && i < len(ends); i++ {
+		handover = append(handover, starts[budget+i].Sub(ends[i]))
 	}
 	if len(ends) > 0 {
 		lastEnd = ends[len(ends)-1]
 	}
-	return lead, spread, handover, lastEnd
+	return lead, fill, handover, lastEnd
 }
 
 // startFleet starts one agent per node and returns once every agent's
@@ -355,6 +369,8 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			time.Sleep(restart)
 		}}
 		f.restarters[node.Name] = r
+		metrics := agent.NewMetrics()
+		f.metrics = append(f.metrics, metrics)
 		a := &agent.Agent{
 			Client:    client,
 			NodeName:  node.Name,
@@ -367,7 +383,7 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			}},
 			Clock:          clock.RealClock{},
 			Recorder:       f.broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "kubectl-dkc-agent", Host: node.Name}),
-			Metrics:        agent.NewMetrics(),
+			Metrics:        metrics,
 			KubeletRootDir: filepath.Join(dir, node.Name),
 			HealthTimeout:  time.Minute,
 			TrialDuration:  time.Hour,
@@ -600,7 +616,23 @@ func startBenchController(ctx context.Context, b *testing.B, c *framework.Cluste
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := c.StartController(framework.DKCBinary(), kubeconfig, "bench")
+	// The lease timings deploy/controller.yaml runs with (the command's
+	// defaults), not the e2e tests' short ones: on an apiserver as busy as
+	// this benchmark makes it, a 4 s renew deadline is too short.
+	extra := []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
+		// The engine logs each pass that starts nodes at -v=4: how long it
+		// took to decide, write the rollout and assign.
+		"-v=4"}
+	// DKC_BENCH_CONTROLLER_QPS: the controller's --kube-api-qps (burst
+	// twice that); its default otherwise.
+	if qps := os.Getenv("DKC_BENCH_CONTROLLER_QPS"); qps != "" {
+		q, err := strconv.Atoi(qps)
+		if err != nil || q < 1 {
+			return nil, fmt.Errorf("DKC_BENCH_CONTROLLER_QPS=%s: want a number of requests per second", qps)
+		}
+		extra = append(extra, "--kube-api-qps="+qps, fmt.Sprintf("--kube-api-burst=%d", 2*q))
+	}
+	ctl, err := c.StartController(framework.DKCBinary(), kubeconfig, "bench", extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -609,6 +641,17 @@ func startBenchController(ctx context.Context, b *testing.B, c *framework.Cluste
 		return err == nil && lead == "bench", nil
 	}); err != nil {
 		return nil, fmt.Errorf("the controller did not lead within 30s: %w; log %s", err, ctl.LogPath)
+	}
+	// A leader drives rollouts once its informers have synced; the first
+	// request for a custom resource since the apiserver started waits for
+	// that resource's watch cache (429 and a retry a second later). A
+	// long-running controller has long done both: wait for it, so that
+	// the rollout's time is the rollout's.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		log, err := os.ReadFile(ctl.LogPath)
+		return err == nil && strings.Contains(string(log), `"Driving rollouts"`), nil
+	}); err != nil {
+		return nil, fmt.Errorf("the controller did not drive rollouts within 30s of leading: %w; log %s", err, ctl.LogPath)
 	}
 	return ctl, nil
 }
@@ -627,4 +670,69 @@ func fleetStoreDir(b *testing.B) string {
 		}
 	}
 	return b.TempDir()
+}
+
+// passes is what the engine logged of its passes that started nodes
+// ("Started nodes", at -v=4): how many nodes they started, and how long
+// each took to write the rollout and to assign its nodes.
+type passes struct {
+	nodes        int
+	write, start []time.Duration
+}
+
+var startedNodes = regexp.MustCompile(`"Started nodes" .*nodes=(\d+) decide="[^"]*" write="([^"]*)" start="([^"]*)"`)
+
+// enginePasses reads the passes from a controller's log.
+func enginePasses(path string) (passes, error) {
+	var p passes
+	log, err := os.ReadFile(path)
+	if err != nil {
+		return p, err
+	}
+	for _, m := range startedNodes.FindAllStringSubmatch(string(log), -1) {
+		n, _ := strconv.Atoi(m[1])
+		w, err := time.ParseDuration(m[2])
+		if err != nil {
+			return p, fmt.Errorf("write %q: %w", m[2], err)
+		}
+		st, err := time.ParseDuration(m[3])
+		if err != nil {
+			return p, fmt.Errorf("start %q: %w", m[3], err)
+		}
+		p.nodes += n
+		p.write, p.start = append(p.write, w), append(p.start, st)
+	}
+	if len(p.write) == 0 {
+		return p, fmt.Errorf("no \"Started nodes\" line in %s", path)
+	}
+	return p, nil
+}
+
+// phaseMeans is the mean time of each phase of an apply over the agents'
+// applies, from their phase_duration_seconds histograms.
+func (f *fleet) phaseMeans() string {
+	sum, count := map[string]float64{}, map[string]uint64{}
+	for _, m := range f.metrics {
+		families, err := m.Registry.Gather()
+		if err != nil {
+			return err.Error()
+		}
+		for _, fam := range families {
+			if fam.GetName() != "dkc_agent_phase_duration_seconds" {
+				continue
+			}
+			for _, s := range fam.GetMetric() {
+				phase := s.GetLabel()[0].GetValue()
+				sum[phase] += s.GetHistogram().GetSampleSum()
+				count[phase] += s.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	var parts []string
+	for _, p := range agent.Phases {
+		if count[p] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", p, ms(time.Duration(sum[p]/float64(count[p])*float64(time.Second)))))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
