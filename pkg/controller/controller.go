@@ -88,6 +88,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	nf := informers.NewSharedInformerFactory(c.Kube, 0)
 	nodes := nf.Core().V1().Nodes().Informer()
 	c.Options.Nodes = nodes
+	c.Options.Rollouts = inf
 	var p *pools
 	if c.Pools != nil {
 		var err error
@@ -207,13 +208,18 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("unexpected object %T", obj)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.driving[name] {
+		// Its engine sees the change itself. Every write of a running
+		// rollout comes here: no need to decode it.
+		return nil
+	}
 	r, err := rollout.Decode(u)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.driving[name] || !NeedsDriver(r) {
+	if !NeedsDriver(r) {
 		return nil
 	}
 	c.driving[name] = true

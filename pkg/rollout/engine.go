@@ -79,6 +79,11 @@ type Options struct {
 	// its own on the rollout's selector: one watch and one cache of the
 	// nodes for every rollout the host drives.
 	Nodes cache.SharedIndexInformer
+	// Rollouts, when set, is a synced informer on the rollouts of the
+	// store's namespace that Run shares with its host (the controller's),
+	// instead of one of its own on the rollout: one watch, and one decode
+	// of each version of the rollout, for the host and the engine.
+	Rollouts cache.SharedIndexInformer
 }
 
 // Run drives the rollout name of store until it is done, halted, aborted or
@@ -196,28 +201,36 @@ func (e *engine) startInformers(ctx context.Context) error {
 	}
 
 	name := e.cur.Name
-	rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.store.Client, 0, e.store.Namespace, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	})
 	onRollout := func(obj any) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if ok && u.GetName() != name {
-			return
+		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == name {
+			e.delivered(u.GetResourceVersion())
 		}
-		rv := ""
-		if ok {
-			rv = u.GetResourceVersion()
-		}
-		e.delivered(rv)
 	}
-	if _, err := rf.ForResource(Resource).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	rolloutHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    onRollout,
 		UpdateFunc: func(_, obj any) { onRollout(obj) },
-		DeleteFunc: onRollout,
-	}); err != nil {
-		return fmt.Errorf("watch rollout %q: %w", name, err)
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err != nil || key == e.store.Namespace+"/"+name {
+				e.delivered("")
+			}
+		},
 	}
-	rf.Start(ctx.Done())
+	var rf dynamicinformer.DynamicSharedInformerFactory
+	if shared := e.opts.Rollouts; shared != nil {
+		reg, err := shared.AddEventHandler(rolloutHandler)
+		if err != nil {
+			return fmt.Errorf("watch rollout %q: %w", name, err)
+		}
+		context.AfterFunc(ctx, func() { _ = shared.RemoveEventHandler(reg) })
+	} else {
+		rf = dynamicinformer.NewFilteredDynamicSharedInformerFactory(e.store.Client, 0, e.store.Namespace, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
+		if _, err := rf.ForResource(Resource).Informer().AddEventHandler(rolloutHandler); err != nil {
+			return fmt.Errorf("watch rollout %q: %w", name, err)
+		}
+		rf.Start(ctx.Done())
+	}
 	if nf != nil {
 		nf.Start(ctx.Done())
 		for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
@@ -226,9 +239,11 @@ func (e *engine) startInformers(ctx context.Context) error {
 			}
 		}
 	}
-	for typ, ok := range rf.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+	if rf != nil {
+		for typ, ok := range rf.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+			}
 		}
 	}
 	return nil
