@@ -222,16 +222,24 @@ func TestTrialRollsBack(t *testing.T) {
 	}
 }
 
-// A trial check reads the node's Lease at least every trialCheckInterval
-// on every node in trial: from the apiserver's watch cache
-// (resourceVersion 0), not a quorum read from etcd. Staleness of the cache
-// does not matter against a grace period of tens of seconds.
-func TestTrialReadsTheLeaseFromTheApiserversCache(t *testing.T) {
+// newTrialEnv is an env whose node runs config a in its trial, with one
+// Ready pod.
+func newTrialEnv(t *testing.T) *env {
+	t.Helper()
 	e := newEnv(t)
 	e.pods.list = []*corev1.Pod{runningPod("web", true)}
 	e.configMap(t, "a", cfgA, nil)
 	e.assign(t, "a")
 	e.sync(t)
+	return e
+}
+
+// A trial check reads the node's Lease, on every node in trial, from the
+// apiserver's watch cache (resourceVersion 0), not with a quorum read from
+// etcd. Staleness of the cache does not matter against a grace period of
+// tens of seconds.
+func TestTrialReadsTheLeaseFromTheApiserversCache(t *testing.T) {
+	e := newTrialEnv(t)
 	e.clk.Step(trialCheckInterval)
 	e.sync(t)
 
@@ -256,15 +264,11 @@ func TestTrialReadsTheLeaseFromTheApiserversCache(t *testing.T) {
 // fleet in trial reads its Leases a quarter as often, and a kubelet that
 // stopped renewing is still caught at the first check past the grace.
 func TestTrialReadsTheLeaseOnlyWhenItCouldBeStale(t *testing.T) {
-	e := newEnv(t)
-	e.pods.list = []*corev1.Pod{runningPod("web", true)}
+	e := newTrialEnv(t)
 	renewed := metav1.NewMicroTime(e.clk.Now())
 	_, err := e.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(),
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}, metav1.CreateOptions{})
 	must(t, err)
-	e.configMap(t, "a", cfgA, nil)
-	e.assign(t, "a")
-	e.sync(t)
 	leaseGets := func() int {
 		n := 0
 		for _, action := range e.client.Actions() {
@@ -303,11 +307,7 @@ func TestTrialReadsTheLeaseOnlyWhenItCouldBeStale(t *testing.T) {
 
 // Promotion ends the checks: the baseline goes with the trial.
 func TestPromotionEndsTrialChecks(t *testing.T) {
-	e := newEnv(t)
-	e.pods.list = []*corev1.Pod{runningPod("web", true)}
-	e.configMap(t, "a", cfgA, nil)
-	e.assign(t, "a")
-	e.sync(t)
+	e := newTrialEnv(t)
 	e.clk.Step(trial)
 	diff(t, "requeue after promotion", time.Duration(0), e.sync(t))
 	if e.stored(t).Baseline != nil {
