@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -537,17 +538,18 @@ func (n *KubeadmNode) Reboot(ctx context.Context, whileDown func() error) error 
 	if err := n.boot(); err != nil {
 		return fmt.Errorf("reboot %s: %w", n.Name, err)
 	}
+	// Ready, and the kubelet's Lease renewed since the boot: the Lease's
+	// renewTime has microseconds, where the Ready condition's heartbeat has
+	// whole seconds and a kubelet that starts in under a second may post
+	// its first status with a heartbeat before began, and the next only
+	// minutes later.
 	err := poll(ctx, 2*time.Minute, func() (bool, error) {
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil || !IsReady(node) {
 			return false, nil
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == "Ready" && cond.LastHeartbeatTime.After(began) {
-				return true, nil
-			}
-		}
-		return false, nil
+		lease, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
+		return err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(began), nil
 	})
 	if err != nil {
 		return fmt.Errorf("%s not Ready after its reboot (logs: %s): %w", n.Name, strings.Join(n.Logs(), ", "), err)
