@@ -376,9 +376,7 @@ func TestAgent(t *testing.T) {
 
 	t.Run("reset restores the local config", func(t *testing.T) {
 		running(t)
-		if st := statusNow(t, c, n.Name); st == nil || st.Active == nil {
-			startFrom(t, c, n.Name, "agent-a", time.Minute)
-		}
+		startAssigned(t, c, n.Name, "agent-a", time.Minute)
 		mustDKC(t, c, "", "reset", n.Name)
 		eventuallyStatus(t, c, n.Name, time.Minute, NoStatus())
 		waitFor(t, 30*time.Second, "configz maxPods 110", func() bool { return configz(t, c, n.Name)["maxPods"] == float64(110) })

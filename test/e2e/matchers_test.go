@@ -154,6 +154,15 @@ func startFrom(t *testing.T, c *framework.Cluster, node, cm string, timeout time
 	return eventuallyStatus(t, c, node, timeout, Active(cm), LKG(cm), NoError())
 }
 
+// startAssigned brings node to the starting state of a subtest that needs
+// it to run some assignment: cm, unless it already runs one.
+func startAssigned(t *testing.T, c *framework.Cluster, node, cm string, timeout time.Duration) {
+	t.Helper()
+	if st := statusNow(t, c, node); st == nil || st.Active == nil {
+		startFrom(t, c, node, cm, timeout)
+	}
+}
+
 // startUnassigned brings node to the starting state of a subtest that
 // needs no assignment: it resets the node when it has a config status.
 func startUnassigned(t *testing.T, c *framework.Cluster, node string, timeout time.Duration) {

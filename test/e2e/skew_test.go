@@ -93,14 +93,6 @@ func TestKubeletSkew(t *testing.T) {
 	}
 	createConfigMap(t, c, "skew-a", withPods(replace, 43, nil))
 	createConfigMap(t, c, "skew-dropin", withPods(dropin, 44, nil))
-	// assigned is the starting state of a subtest that needs node to run
-	// an assignment: cm unless it already runs one.
-	assigned := func(t *testing.T, n *framework.Node, cm string) {
-		t.Helper()
-		if st := statusNow(t, c, n.Name); st == nil || st.Active == nil {
-			startFrom(t, c, n.Name, cm, time.Minute)
-		}
-	}
 	capacity := func(t *testing.T, n *framework.Node, pods int64) {
 		t.Helper()
 		waitFor(t, 30*time.Second, "capacity pods", func() bool {
@@ -183,8 +175,8 @@ func TestKubeletSkew(t *testing.T) {
 	})
 
 	t.Run("reset restores the local config on both", func(t *testing.T) {
-		assigned(t, replace, "skew-a")
-		assigned(t, dropin, "skew-dropin")
+		startAssigned(t, c, replace.Name, "skew-a", time.Minute)
+		startAssigned(t, c, dropin.Name, "skew-dropin", time.Minute)
 		for _, n := range []*framework.Node{replace, dropin} {
 			mustDKC(t, c, "", "reset", n.Name)
 		}
