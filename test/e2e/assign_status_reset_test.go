@@ -60,6 +60,25 @@ func TestAssignStatusReset(t *testing.T) {
 		Data:       map[string]string{"kubelet": string(edited)},
 	})
 
+	// holding is the starting state of a subtest that needs nodes to hold
+	// an assignment and the label e2e-pool=canary, as "assign by selector"
+	// leaves them: a node that holds none is assigned cmName.
+	holding := func(t *testing.T, nodes ...string) {
+		t.Helper()
+		for _, name := range nodes {
+			node := readNode(t, c.Client, name)
+			if node.Labels["e2e-pool"] != "canary" {
+				patch := `{"metadata":{"labels":{"e2e-pool":"canary"}}}`
+				if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok := node.Annotations[source.AssignedAnnotation]; !ok {
+				mustDKC(t, c, "", "assign", name, "--config", cmName)
+			}
+		}
+	}
+
 	t.Run("apiserver drops spec.configSource", func(t *testing.T) {
 		patch := `{"spec":{"configSource":{"configMap":{"namespace":"kube-system","name":"` + cmName + `","kubeletConfigKey":"kubelet"}}}}`
 		got, err := c.Client.CoreV1().Nodes().Patch(ctx, n0, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "e2e"})
@@ -194,6 +213,8 @@ func TestAssignStatusReset(t *testing.T) {
 	})
 
 	t.Run("assign by selector", func(t *testing.T) {
+		// n0 holds the assignment ("assign auto stores the annotation").
+		mustDKC(t, c, "", "assign", n0, "--config", cmName)
 		for _, name := range []string{n0, n1} {
 			patch := `{"metadata":{"labels":{"e2e-pool":"canary"}}}`
 			if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -221,6 +242,7 @@ func TestAssignStatusReset(t *testing.T) {
 	})
 
 	t.Run("status table and json", func(t *testing.T) {
+		holding(t, n0, n1)
 		r := mustDKC(t, c, "", "status")
 		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 		if len(lines) != 3 {
@@ -333,6 +355,7 @@ func TestAssignStatusReset(t *testing.T) {
 	})
 
 	t.Run("status wait-for", func(t *testing.T) {
+		holding(t, n0, n1)
 		writeStatusAsAgent(t, c, 0, &corev1.NodeConfigStatus{Assigned: withUIDAndRV(want, "7"), Active: withUIDAndRV(want, "7"), LastKnownGood: nil})
 		r := mustDKC(t, c, "", "status", n0, "--wait-for=active", "--timeout=30s")
 		if !strings.Contains(r.Stdout, n0) || !strings.Contains(r.Stdout, "kube-system/"+cmName) {
@@ -370,6 +393,7 @@ func TestAssignStatusReset(t *testing.T) {
 	})
 
 	t.Run("status watch prints a row per change", func(t *testing.T) {
+		holding(t, n1)
 		w := startDKCBackground(t, c, "status", "-w", n1)
 		w.waitForLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "NODE") })
 		w.waitForLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, n1+" ") })
@@ -395,6 +419,10 @@ func TestAssignStatusReset(t *testing.T) {
 
 	t.Run("assign wait", func(t *testing.T) {
 		// A fresh assignment: the node's status still shows the old one.
+		holding(t, n0, n1)
+		if statusNow(t, c, n0) == nil {
+			writeStatusAsAgent(t, c, 0, &corev1.NodeConfigStatus{Assigned: want, Active: want})
+		}
 		second := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "e2e-second", KubeletConfigKey: "kubelet"}}
 		a := startDKCBackground(t, c, "assign", n0, "--config", "e2e-second", "--wait", "--timeout=30s")
 		a.waitForLine(t, 10*time.Second, func(l string) bool { return strings.HasPrefix(l, "node/"+n0+" assigned") })
@@ -423,6 +451,10 @@ func TestAssignStatusReset(t *testing.T) {
 	})
 
 	t.Run("reset", func(t *testing.T) {
+		holding(t, n0, n1)
+		if statusNow(t, c, n1) == nil {
+			writeStatusAsAgent(t, c, 1, &corev1.NodeConfigStatus{Assigned: want, Active: want})
+		}
 		r := mustDKC(t, c, "", "reset", n0, "--dry-run=server")
 		if want := "node/" + n0 + " reset to its local config (server dry run)\n"; r.Stdout != want {
 			t.Errorf("stdout %q, want %q", r.Stdout, want)
@@ -734,16 +766,19 @@ func TestAgentColumn(t *testing.T) {
 		}
 		return got
 	}
+	// agentReady is the starting state of the subtests: the agent on n0
+	// has reported. A new agent with nothing to do reports at its first
+	// sync.
+	agentReady := func(t *testing.T) {
+		t.Helper()
+		waitFor(t, 30*time.Second, "the agent on "+n0.Name+" to report", func() bool {
+			return agentOf(t, mustDKC(t, c, "", "status", "-o", "json"))[n0.Name] == "ready"
+		})
+	}
 
 	t.Run("the node with an agent is ready before its first assignment", func(t *testing.T) {
-		// A new agent with nothing to do reports at its first sync.
-		var got map[string]string
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			got = agentOf(t, mustDKC(t, c, "", "status", "-o", "json"))
-			if got[n0.Name] == "ready" || time.Now().After(deadline) {
-				break
-			}
-		}
+		agentReady(t)
+		got := agentOf(t, mustDKC(t, c, "", "status", "-o", "json"))
 		if diff := cmp.Diff(map[string]string{n0.Name: "ready", n1.Name: "none"}, got); diff != "" {
 			t.Fatalf("agent states before any assignment (-want +got):\n%s", diff)
 		}
@@ -758,6 +793,7 @@ func TestAgentColumn(t *testing.T) {
 	})
 
 	t.Run("the node without an agent says so", func(t *testing.T) {
+		agentReady(t)
 		began := time.Now()
 		r := dkc(t, c, "", "assign", n1.Name, "--config", cmName, "--wait", "--timeout=3s")
 		if r.ExitCode != status.ExitTimeout {
@@ -793,6 +829,7 @@ func TestAgentColumn(t *testing.T) {
 	})
 
 	t.Run("an agent that stops taking assignments up turns stale", func(t *testing.T) {
+		agentReady(t)
 		if err := agent.Stop(); err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func TestConfinement(t *testing.T) {
 	if err := c.ApplyManifest(ctx, filepath.Join(deploy, "rbac.yaml"), false); err != nil {
 		t.Fatal(err)
 	}
-	clientFor := func(sa framework.ServiceAccountRef, pod *corev1.Pod) (string, kubernetes.Interface) {
+	clientFor := func(t *testing.T, sa framework.ServiceAccountRef, pod *corev1.Pod) (string, kubernetes.Interface) {
 		t.Helper()
 		tok, err := c.ServiceAccountToken(ctx, sa, pod)
 		if err != nil {
@@ -69,7 +69,25 @@ func TestConfinement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, agentClient := clientFor(framework.AgentSA, pod)
+	kc, agentClient := clientFor(t, framework.AgentSA, pod)
+	// policyInForce is the starting state of the subtests after the first,
+	// which applies deploy/admission-policy.yaml: the policy applied, and
+	// in force for the agent's token (a label through nodes/status, as a
+	// dry run, is refused).
+	policyInForce := func(t *testing.T) {
+		t.Helper()
+		_, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "kubectl-dkc-agent-own-node", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			err = c.ApplyManifest(ctx, filepath.Join(deploy, "admission-policy.yaml"), false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the admission policy to refuse the agent a label", func() bool {
+			err := patchNode(ctx, agentClient, a.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/e2e":"x"}}}`), true, "status")
+			return apierrors.IsForbidden(err)
+		})
+	}
 
 	t.Run("without the policy the agent reports Unconfined and applies nothing, then applies once it is in force", func(t *testing.T) {
 		createConfigMap(t, c, "confine-42", framework.ConfigWith(t, a.DefaultKubeletConfig(), framework.MaxPods(42)))
@@ -142,10 +160,12 @@ func TestConfinement(t *testing.T) {
 	})
 
 	t.Run("a pod-bound agent token changes only dkc's state on its own Node", func(t *testing.T) {
+		policyInForce(t)
 		checkConfined(t, c, framework.AgentSA, agentClient, a.Name, b.Name)
 	})
 
 	t.Run("identities that are not the agent are not confined", func(t *testing.T) {
+		policyInForce(t)
 		label := []byte(`{"metadata":{"labels":{"example.com/e2e":"x"}}}`)
 		// The operator, through nodes/status.
 		if err := patchNode(ctx, c.Client, a.Name, types.MergePatchType, label, true, "status"); err != nil {
@@ -170,7 +190,7 @@ func TestConfinement(t *testing.T) {
 		if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		_, adminClient := clientFor(admin, nil)
+		_, adminClient := clientFor(t, admin, nil)
 		waitFor(t, 30*time.Second, "cluster-admin's ServiceAccount to label a Node through nodes/status (dry run)", func() bool {
 			return patchNode(ctx, adminClient, a.Name, types.MergePatchType, label, true, "status") == nil
 		})
@@ -251,7 +271,7 @@ func TestConfinement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, client := clientFor(renamed, pod)
+		_, client := clientFor(t, renamed, pod)
 		r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -297,17 +297,18 @@ func TestController(t *testing.T) {
 		t.Fatal(err)
 	}
 	replicas := map[string]*framework.Controller{}
-	startReplica := func(identity string) {
+	startReplica := func(t *testing.T, identity string) {
+		t.Helper()
 		ctl, err := c.StartController(framework.DKCBinary(), kubeconfig, identity)
 		if err != nil {
 			t.Fatal(err)
 		}
 		replicas[identity] = ctl
 	}
-	startReplica("replica-1")
-	startReplica("replica-2")
-	leaderNow := func() string { return waitLeader(t, c, 30*time.Second, "") }
-	t.Logf("leader: %s", leaderNow())
+	startReplica(t, "replica-1")
+	startReplica(t, "replica-2")
+	leaderNow := func(t *testing.T) string { return waitLeader(t, c, 30*time.Second, "") }
+	t.Logf("leader: %s", leaderNow(t))
 
 	t.Run("start without --wait returns, and the controller rolls the config out", func(t *testing.T) {
 		began := time.Now()
@@ -330,19 +331,19 @@ func TestController(t *testing.T) {
 			r, err := store.Get(ctx, "ctl-b")
 			return err == nil && r.NodeStatus(names[1]).Phase == rollout.InProgress
 		})
-		old := leaderNow()
+		old := leaderNow(t)
 		if err := replicas[old].Kill(); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("killed the leader %s (SIGKILL)", old)
 		followToDone(t, c, "ctl-b")
-		now := leaderNow()
+		now := leaderNow(t)
 		if now == old {
 			t.Errorf("leader %s still holds the lease after it was killed", now)
 		}
 		ro := rolloutObject(t, c, "ctl-b")
 		checkApplyWindows(t, c, applyWindows(t, ro, names), began)
-		startReplica("replica-3") // a standby again
+		startReplica(t, "replica-3") // a standby again
 	})
 
 	t.Run("pause and resume reach the controller through the rollout's spec", func(t *testing.T) {
@@ -386,7 +387,19 @@ func TestController(t *testing.T) {
 	})
 
 	t.Run("undo without --wait completes", func(t *testing.T) {
-		r := mustDKC(t, c, "", "rollout", "undo", "ctl-c", "--canary", "0", "--max-unavailable", "3")
+		// The starting state: a finished rollout of ctl-c over nodes that
+		// ran ctl-b before it, as the subtests above leave it; rolled out
+		// here when they did not run, or did not finish it.
+		base := "ctl-c"
+		if r, err := store.Get(ctx, base); err != nil || r.Status.State != rollout.Done {
+			for _, n := range names {
+				startFrom(t, c, n, "ctl-b", time.Minute)
+			}
+			base = fmt.Sprintf("ctl-c-%d", time.Now().Unix())
+			mustDKC(t, c, "", "rollout", "start", "--config", "ctl-c", "--all", "--name", base, "--canary", "0", "--max-unavailable", "3")
+			followToDone(t, c, base)
+		}
+		r := mustDKC(t, c, "", "rollout", "undo", base, "--canary", "0", "--max-unavailable", "3")
 		m := regexp.MustCompile(`nodeconfigrollout\.kubectl-dkc\.io/(\S+) started`).FindStringSubmatch(r.Stdout)
 		if m == nil {
 			t.Fatalf("undo printed no rollout: %q", r.Stdout)
@@ -475,16 +488,16 @@ func TestNodeConfigPool(t *testing.T) {
 	}
 	createConfigMap(t, c, "pool-a", maxPodsConfig(81))
 	createConfigMap(t, c, "pool-b", maxPodsConfig(82))
-	label := func(node, value string) {
+	label := func(t *testing.T, node, value string) {
 		t.Helper()
 		patch := `{"metadata":{"labels":{"pool":"` + value + `"}}}`
 		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	label(names[0], "workers")
-	label(names[1], "workers")
-	applyPool := func(config string) {
+	label(t, names[0], "workers")
+	label(t, names[1], "workers")
+	applyPool := func(t *testing.T, config string) {
 		t.Helper()
 		manifest := `apiVersion: kubectl-dkc.io/v1alpha1
 kind: NodeConfigPool
@@ -503,7 +516,7 @@ spec:
 `
 		kubectl(t, c, manifest, "apply", "--server-side", "-f", "-")
 	}
-	waitReady := func(generation int64) {
+	waitReady := func(t *testing.T, generation int64) {
 		t.Helper()
 		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Ready", "ncp/workers", "--timeout=4m")
 		// kubectl wait reads the condition's observedGeneration: Ready of
@@ -513,11 +526,42 @@ spec:
 			t.Fatalf("Ready at observedGeneration %s, want %d", out, generation)
 		}
 	}
-	active := func(config string, nodes ...string) {
+	active := func(t *testing.T, config string, nodes ...string) {
 		t.Helper()
 		for _, n := range nodes {
 			eventuallyStatus(t, c, n, 30*time.Second, Active(config), NoError())
 		}
+	}
+
+	// The pool's story, in the order of its subtests: revision 1 (pool-a)
+	// over the first two nodes, revision 2 (pool-b), then the third node
+	// joins. Each subtest starts from the state the ones before it leave,
+	// and brings the pool there itself when they did not run.
+	revision1 := func(t *testing.T) {
+		t.Helper()
+		if _, err := kubectlRun(c, "", "get", "-n", "kube-system", "ncp/workers"); err == nil {
+			return
+		}
+		applyPool(t, "pool-a")
+		waitReady(t, 1)
+	}
+	revision2 := func(t *testing.T) {
+		t.Helper()
+		revision1(t)
+		if kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.metadata.generation}") != "1" {
+			return
+		}
+		applyPool(t, "pool-b")
+		waitReady(t, 2)
+	}
+	joined := func(t *testing.T) {
+		t.Helper()
+		revision2(t)
+		if readNode(t, c.Client, names[2]).Labels["pool"] == "workers" {
+			return
+		}
+		label(t, names[2], "workers")
+		active(t, "pool-b", names[2])
 	}
 
 	t.Run("a pool of one node's snapshot stalls before any node starts, naming the node-specific fields", func(t *testing.T) {
@@ -551,9 +595,9 @@ spec:
 
 	t.Run("a pool applied with kubectl rolls its config out over the nodes it selects, and is Ready", func(t *testing.T) {
 		began := time.Now()
-		applyPool("pool-a")
-		waitReady(1)
-		active("pool-a", names[0], names[1])
+		applyPool(t, "pool-a")
+		waitReady(t, 1)
+		active(t, "pool-a", names[0], names[1])
 		if st := nodeStatus(t, c, names[2]); st != nil && st.Assigned != nil {
 			t.Errorf("node %s, which the pool does not select, was assigned %v", names[2], st.Assigned)
 		}
@@ -568,10 +612,11 @@ spec:
 	})
 
 	t.Run("a changed config rolls out as the pool's next revision", func(t *testing.T) {
+		revision1(t)
 		began := time.Now()
-		applyPool("pool-b")
-		waitReady(2)
-		active("pool-b", names[0], names[1])
+		applyPool(t, "pool-b")
+		waitReady(t, 2)
+		active(t, "pool-b", names[0], names[1])
 		out := kubectl(t, c, "", "get", "-n", "kube-system", "ncr", "-l", "kubectl-dkc.io/pool=workers",
 			"-o", `jsonpath={range .items[*]}{.metadata.name}={.status.state} {end}`)
 		for _, want := range []string{"workers-1=Done", "workers-2=Done"} {
@@ -583,9 +628,10 @@ spec:
 	})
 
 	t.Run("a node whose labels come to match the pool gets its config", func(t *testing.T) {
-		label(names[2], "workers")
-		active("pool-b", names[2])
-		waitReady(2)
+		revision2(t)
+		label(t, names[2], "workers")
+		active(t, "pool-b", names[2])
+		waitReady(t, 2)
 		out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.status.nodes.selected} {.status.nodes.updated}")
 		if out != "3 3" {
 			t.Errorf("selected and updated %q, want 3 3", out)
@@ -596,6 +642,7 @@ spec:
 	})
 
 	t.Run("kubectl dkc reads the pool: status, history, list", func(t *testing.T) {
+		joined(t)
 		st := mustDKC(t, c, "", "rollout", "status", "ncp/workers")
 		if !strings.Contains(st.Stdout, "nodeconfigpool/workers: Ready") || !strings.Contains(st.Stdout, "3 nodes selected, 3 updated") {
 			t.Errorf("rollout status ncp/workers:\n%s", st.Stdout)
@@ -616,11 +663,12 @@ spec:
 	})
 
 	t.Run("rollout undo ncp/POOL goes back to the previous revision's bytes, as the next revision", func(t *testing.T) {
+		joined(t)
 		r := mustDKC(t, c, "", "rollout", "undo", "ncp/workers", "--wait", "--timeout", "4m")
 		if !strings.Contains(r.Stdout, "rolled back to revision 1 (kube-system/pool-a") || !strings.Contains(r.Stdout, "nodeconfigpool/workers: Ready") {
 			t.Errorf("rollout undo ncp/workers:\n%s", r.Stdout)
 		}
-		active("pool-a", names...)
+		active(t, "pool-a", names...)
 		if out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.status.revision}"); out != "3" {
 			t.Errorf("revision %s after the undo, want 3", out)
 		}

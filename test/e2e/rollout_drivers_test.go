@@ -103,8 +103,9 @@ func TestRolloutDrivers(t *testing.T) {
 		}
 	})
 
+	createConfigMap(t, c, "drv-a", maxPodsConfig(71))
+
 	t.Run("two drivers at once: every kubelet restarts once, never two at a time", func(t *testing.T) {
-		createConfigMap(t, c, "drv-a", maxPodsConfig(71))
 		base := kubeletStarts()
 		began := time.Now()
 		// The canary's apply waits, held, until the second client runs.
@@ -162,8 +163,11 @@ func TestRolloutDrivers(t *testing.T) {
 		createConfigMap(t, c, "drv-x", maxPodsConfig(72))
 		createConfigMap(t, c, "drv-y", maxPodsConfig(73))
 		last := names[2]
+		// The starting state: every node runs an assignment (drv-a, as
+		// the subtest above leaves them), for undo to send it back to.
 		before := map[string]*corev1.NodeConfigSource{}
 		for _, n := range names {
+			startAssigned(t, c, n, "drv-a", time.Minute)
 			before[n] = assigned(t, n)
 		}
 		base := kubeletStarts()

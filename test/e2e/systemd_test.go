@@ -445,23 +445,35 @@ current-context: c
 		return time.Since(began)
 	}
 	cfgA, cfgB := maxPodsConfig(42), maxPodsConfig(43)
-
-	t.Run("at boot the kubelet starts once, on the config the agent's start-up wrote", func(t *testing.T) {
-		// Replace mode, a fresh store whose record names ConfigMap a, and
-		// the kubelet's config still the local one: a node that went down
-		// after the agent recorded an assignment and before it wrote it.
+	// nodeA is the agent's environment file of the subtests below.
+	nodeA := func(t *testing.T) {
+		t.Helper()
 		env := "NODE_NAME=node-a\nDKC_AGENT_ARGS=\n"
 		if err := os.WriteFile(sd.Path("/etc/default/kubectl-dkc-agent"), []byte(env), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// boot starts kubelet.service, as a boot does, on a fresh store whose
+	// record names ConfigMap a (cfgA), in replace mode, with the kubelet's
+	// config still the local one: a node that went down after the agent
+	// recorded an assignment and before it wrote it. It returns how long
+	// the start took, once the kubelet started on cfgA.
+	boot := func(t *testing.T) time.Duration {
+		t.Helper()
+		nodeA(t)
 		if err := os.RemoveAll(sd.Path("/var/lib/kubectl-dkc")); err != nil {
 			t.Fatal(err)
 		}
 		recordAssignment(t, sd.Path("/var/lib/kubectl-dkc"), "a", cfgA, nil)
-
-		// What a boot does: start kubelet.service, which wants the agent.
+		before := starts(t)
+		// kubelet.service wants the agent.
 		took := timed(t, "start", "kubelet.service")
-		checkStarts(t, started(cfgA))
+		checkStarts(t, append(before, started(cfgA))...)
+		return took
+	}
+
+	t.Run("at boot the kubelet starts once, on the config the agent's start-up wrote", func(t *testing.T) {
+		took := boot(t)
 		if got := show(t, "ActiveState") + " " + show(t, "NRestarts"); got != "active 0" {
 			t.Errorf("agent unit: ActiveState NRestarts = %q, want \"active 0\"", got)
 		}
@@ -475,6 +487,10 @@ current-context: c
 	})
 
 	t.Run("a restarted agent puts its config in place and restarts the running kubelet", func(t *testing.T) {
+		// The starting state: booted, as the subtest above leaves it.
+		if showUnit(t, "kubelet.service", "ActiveState") != "active" {
+			boot(t)
+		}
 		if _, err := sd.Systemctl("stop", "kubectl-dkc-agent.service"); err != nil {
 			t.Fatal(err)
 		}
@@ -484,8 +500,9 @@ current-context: c
 		a := unitTestSource("a")
 		recordAssignment(t, sd.Path("/var/lib/kubectl-dkc"), "b", cfgB, a)
 
+		before := starts(t)
 		took := timed(t, "start", "kubectl-dkc-agent.service")
-		checkStarts(t, started(cfgA), started(cfgB))
+		checkStarts(t, append(before, started(cfgB))...)
 		for _, u := range []string{"kubectl-dkc-agent.service", "kubelet.service"} {
 			if got := showUnit(t, u, "ActiveState"); got != "active" {
 				t.Errorf("%s is %q, want active", u, got)
@@ -501,6 +518,20 @@ current-context: c
 	})
 
 	t.Run("a start-up that hangs holds the kubelet only until TimeoutStartSec", func(t *testing.T) {
+		// The starting state: both units stopped, and a store with a
+		// record, whose kubelet config file the kubelet then starts on.
+		nodeA(t)
+		if _, err := sd.Systemctl("stop", "kubelet.service", "kubectl-dkc-agent.service"); err != nil {
+			t.Fatal(err)
+		}
+		state := sd.Path("/var/lib/kubectl-dkc/store/meta/state")
+		if _, err := os.Stat(state); os.IsNotExist(err) {
+			recordAssignment(t, sd.Path("/var/lib/kubectl-dkc"), "b", cfgB, unitTestSource("a"))
+		}
+		current, err := os.ReadFile(sd.Path("/var/lib/kubelet/config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := show(t, "TimeoutStartUSec") + " " + show(t, "TimeoutStartFailureMode"); got != "30s kill" {
 			t.Errorf("the unit's TimeoutStartSec and TimeoutStartFailureMode are %q, want the documented \"30s kill\"", got)
 		}
@@ -514,7 +545,6 @@ current-context: c
 		}
 		// The record is a FIFO: the agent's start-up blocks reading it, as
 		// on a hung disk, before READY=1.
-		state := sd.Path("/var/lib/kubectl-dkc/store/meta/state")
 		if err := os.Remove(state); err != nil {
 			t.Fatal(err)
 		}
@@ -528,8 +558,9 @@ current-context: c
 			}
 		})
 
+		before := starts(t)
 		took := timed(t, "start", "kubelet.service")
-		checkStarts(t, started(cfgA), started(cfgB), started(cfgB))
+		checkStarts(t, append(before, started(string(current)))...)
 		if got := show(t, "Result"); got != "timeout" {
 			t.Errorf("the agent unit's Result is %q, want timeout", got)
 		}
