@@ -23,14 +23,18 @@ const (
 	runDir     = "/run/kubectl-dkc"
 )
 
+// runNetnsMarker records that a harness found /run/netns unmounted: `ip
+// netns add` mounts it, and the last network of any harness on the machine
+// to be torn down undoes that mount. Both happen under lockRunDir.
+const runNetnsMarker = runDir + "/run-netns-mounted"
+
 type network struct {
-	block       int
-	bridge      string
-	hostIP      string
-	netns       []string
-	veths       []string
-	ownRunNetns bool
-	logf        func(string, ...any)
+	block  int
+	bridge string
+	hostIP string
+	netns  []string
+	veths  []string
+	logf   func(string, ...any)
 }
 
 func (n *network) nodeIP(i int) string    { return netPrefix + strconv.Itoa(64*n.block+10+i) }
@@ -53,13 +57,13 @@ func linkExists(name string) bool {
 // newNetwork claims a free block by creating its bridge. A block whose owner
 // (recorded in /run/kubectl-dkc/blockK.pid) is dead is cleaned up first.
 func newNetwork(logf func(string, ...any)) (*network, error) {
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	unlock, err := lockRunDir()
+	if err != nil {
 		return nil, err
 	}
-	_, statErr := os.Stat("/run/netns")
-	ownRunNetns := errors.Is(statErr, os.ErrNotExist) || !isMountPoint("/run/netns")
+	defer unlock()
 	for b := 0; b < maxBlocks; b++ {
-		n := &network{block: b, bridge: fmt.Sprintf("dkcbr%d", b), hostIP: netPrefix + strconv.Itoa(64*b+1), logf: logf, ownRunNetns: ownRunNetns}
+		n := &network{block: b, bridge: fmt.Sprintf("dkcbr%d", b), hostIP: netPrefix + strconv.Itoa(64*b+1), logf: logf}
 		owner := filepath.Join(runDir, fmt.Sprintf("block%d.pid", b))
 		if linkExists(n.bridge) {
 			if ownerAlive(owner) {
@@ -72,7 +76,7 @@ func newNetwork(logf func(string, ...any)) (*network, error) {
 			continue // another harness took it first
 		}
 		if err := os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-			n.teardown()
+			n.teardownLocked()
 			return nil, err
 		}
 		for _, args := range [][]string{
@@ -81,7 +85,15 @@ func newNetwork(logf func(string, ...any)) (*network, error) {
 			{"link", "set", n.bridge, "up"},
 		} {
 			if err := ipCmd(args...); err != nil {
-				n.teardown()
+				n.teardownLocked()
+				return nil, err
+			}
+		}
+		// Its bridge claimed, the network counts as running for every
+		// harness's releaseRunNetns from here on.
+		if !isMountPoint("/run/netns") {
+			if err := os.WriteFile(runNetnsMarker, nil, 0o644); err != nil {
+				n.teardownLocked()
 				return nil, err
 			}
 		}
@@ -117,6 +129,17 @@ func (n *network) addNode(i int) (string, error) {
 // teardown removes every netns, link and mount the network made. Processes
 // inside the namespaces must be stopped first.
 func (n *network) teardown() {
+	unlock, err := lockRunDir()
+	if err != nil {
+		n.logf("tear down network block %d: %v", n.block, err)
+		return
+	}
+	defer unlock()
+	n.teardownLocked()
+}
+
+// teardownLocked is teardown, under lockRunDir.
+func (n *network) teardownLocked() {
 	// Deleting a veth removes both ends at once; left to the namespace's
 	// deletion, the kernel removes them asynchronously, after teardown.
 	for _, veth := range n.veths {
@@ -139,14 +162,22 @@ func (n *network) teardown() {
 		}
 	}
 	_ = os.Remove(filepath.Join(runDir, fmt.Sprintf("block%d.pid", n.block)))
-	n.releaseRunNetns()
+	releaseRunNetns()
 }
 
-// releaseRunNetns undoes the /run/netns mount that `ip netns add` makes, if
-// it was not there before and no namespace is left in it.
-func (n *network) releaseRunNetns() {
-	if !n.ownRunNetns {
+// releaseRunNetns undoes the /run/netns mount that `ip netns add` makes
+// when a harness found it unmounted (runNetnsMarker), no harness's network
+// runs any more, and no namespace is left in it. Then runDir goes too, if
+// nothing else is in it.
+func releaseRunNetns() {
+	defer os.Remove(runDir) // fails unless empty
+	if _, err := os.Stat(runNetnsMarker); err != nil {
 		return
+	}
+	for b := 0; b < maxBlocks; b++ {
+		if linkExists(fmt.Sprintf("dkcbr%d", b)) {
+			return // the last network undoes it
+		}
 	}
 	entries, err := os.ReadDir("/run/netns")
 	if err != nil || len(entries) > 0 {
@@ -158,8 +189,34 @@ func (n *network) releaseRunNetns() {
 		}
 	}
 	_ = os.Remove("/run/netns")
-	if entries, err := os.ReadDir(runDir); err == nil && len(entries) == 0 {
-		_ = os.Remove(runDir)
+	_ = os.Remove(runNetnsMarker)
+}
+
+// lockRunDir creates runDir and holds an exclusive lock on it, across the
+// harnesses of the machine, until unlock. The last harness to finish
+// removes runDir: the lock is taken on the runDir that is there.
+func lockRunDir() (unlock func(), err error) {
+	for {
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(runDir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", runDir, err)
+		}
+		held, err := f.Stat()
+		now, nowErr := os.Stat(runDir)
+		if err == nil && nowErr == nil && os.SameFile(held, now) {
+			return func() { f.Close() }, nil // closing it releases the lock
+		}
+		f.Close()
 	}
 }
 
@@ -177,10 +234,7 @@ func (n *network) cleanupStale() {
 			n.veths = append(n.veths, l.Name())
 		}
 	}
-	own := n.ownRunNetns
-	n.ownRunNetns = false
-	n.teardown()
-	n.ownRunNetns = own
+	n.teardownLocked()
 }
 
 func ownerAlive(pidFile string) bool {
