@@ -536,27 +536,25 @@ spec:
 	// The pool's story, in the order of its subtests: revision 1 (pool-a)
 	// over the first two nodes, revision 2 (pool-b), then the third node
 	// joins. Each subtest starts from the state the ones before it leave,
-	// and brings the pool there itself when they did not run.
-	revision1 := func(t *testing.T) {
+	// and brings the pool there itself when they did not run: atRevision
+	// applies the story's configs the pool has not seen yet.
+	story := []string{"pool-a", "pool-b"}
+	atRevision := func(t *testing.T, revision int) {
 		t.Helper()
-		if _, err := kubectlRun(c, "", "get", "-n", "kube-system", "ncp/workers"); err == nil {
-			return
+		generation := 0
+		if out, err := kubectlRun(c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.metadata.generation}"); err == nil {
+			if generation, err = strconv.Atoi(out); err != nil {
+				t.Fatalf("generation of ncp/workers: %v", err)
+			}
 		}
-		applyPool(t, "pool-a")
-		waitReady(t, 1)
-	}
-	revision2 := func(t *testing.T) {
-		t.Helper()
-		revision1(t)
-		if kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.metadata.generation}") != "1" {
-			return
+		for ; generation < revision; generation++ {
+			applyPool(t, story[generation])
+			waitReady(t, int64(generation+1))
 		}
-		applyPool(t, "pool-b")
-		waitReady(t, 2)
 	}
 	joined := func(t *testing.T) {
 		t.Helper()
-		revision2(t)
+		atRevision(t, 2)
 		if readNode(t, c.Client, names[2]).Labels["pool"] == "workers" {
 			return
 		}
@@ -612,7 +610,7 @@ spec:
 	})
 
 	t.Run("a changed config rolls out as the pool's next revision", func(t *testing.T) {
-		revision1(t)
+		atRevision(t, 1)
 		began := time.Now()
 		applyPool(t, "pool-b")
 		waitReady(t, 2)
@@ -628,7 +626,7 @@ spec:
 	})
 
 	t.Run("a node whose labels come to match the pool gets its config", func(t *testing.T) {
-		revision2(t)
+		atRevision(t, 2)
 		label(t, names[2], "workers")
 		active(t, "pool-b", names[2])
 		waitReady(t, 2)
