@@ -31,6 +31,9 @@ export GOFLAGS := $(strip $(GOFLAGS) -trimpath -gcflags=all=-dwarf=false)
 # needs losetup and mount (mount).
 TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux systemd dbus mount
 E2E_TIMEOUT ?= 80m
+# How many of the e2e tests that call t.Parallel run at once, each on a
+# cluster of its own (docs/development.md, "Tests in parallel").
+E2E_PARALLEL ?= 2
 # The older components make e2e builds first; make test builds them beside
 # the e2e tests instead.
 E2E_OLD_COMPONENTS ?= components-v1.23 components-v1.34
@@ -148,7 +151,7 @@ E2E_ENV = DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(B
 e2e: IMAGE_PLATFORMS = linux/$(shell go env GOARCH)
 e2e: test-deps components components-registry $(E2E_OLD_COMPONENTS) build agent image ## Tests on real etcd, kube-apiserver and kubelets
 	@rc=0; \
-	$(E2E_ENV) go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) $(if $(E2E_OLD_COMPONENTS),,-skip '$(E2E_LAST_TESTS)') ./test/... $(E2E_ARGS) || rc=$$?; \
+	$(E2E_ENV) go test -p 1 -parallel $(E2E_PARALLEL) -count=1 -timeout $(E2E_TIMEOUT) $(if $(E2E_OLD_COMPONENTS),,-skip '$(E2E_LAST_TESTS)') ./test/... $(E2E_ARGS) || rc=$$?; \
 	$(if $(E2E_OLD_COMPONENTS),,$(E2E_ENV) go test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_LAST_TESTS)' ./test/e2e/ $(E2E_ARGS) || rc=$$?;) \
 	exit $$rc
 

@@ -29,6 +29,7 @@ import (
 // state (startFrom, startUnassigned, running), so that one runs alone with
 // -run TestAgent/NAME; in order they find it already there.
 func TestAgent(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c := framework.Setup(t, framework.Options{Nodes: 2})
 	ctx := context.Background()
 	n, other := c.Nodes[0], c.Nodes[1]

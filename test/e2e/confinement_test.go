@@ -42,6 +42,7 @@ const (
 // (condition Unconfined, an Event, its log) and applies nothing until the
 // policy is applied.
 func TestConfinement(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c := framework.Setup(t, framework.Options{Nodes: 2})
 	ctx := context.Background()
 	a, b := c.Nodes[0], c.Nodes[1]

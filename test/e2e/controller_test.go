@@ -249,6 +249,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 // twice or breaking the budget, and pause and resume reach it through the
 // rollout's spec.
 func TestController(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c, names := rolloutCluster(t, nil)
 	ctx := context.Background()
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
@@ -475,6 +476,7 @@ func bind(t *testing.T, c *framework.Cluster, user, role string) {
 // change of its config rolls out as a second revision; and a node whose
 // labels come to match the pool gets its config.
 func TestNodeConfigPool(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c, names := rolloutCluster(t, nil)
 	ctx := context.Background()
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
@@ -730,6 +732,7 @@ func kubectlRun(c *framework.Cluster, stdin string, args ...string) (string, err
 // never two at a time under a budget of one, and a halted rollout starts
 // no further node.
 func TestControllerKilledAtEachPhase(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c, names := rolloutCluster(t, nil)
 	ctx := context.Background()
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {

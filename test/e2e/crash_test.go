@@ -44,6 +44,7 @@ const crashKills = 50
 //     the assignment, and configz shows it;
 //   - no temporary is left, and no checkpoint the record does not name.
 func TestAgentKill9(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c := framework.Setup(t, framework.Options{Nodes: 1})
 	ctx := context.Background()
 	n := c.Nodes[0]

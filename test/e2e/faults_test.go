@@ -45,6 +45,7 @@ import (
 // read-only directory. The filesystem faults are mounts in the agent's own
 // mount namespace only.
 func TestFaults(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c := framework.Setup(t, framework.Options{Nodes: 3})
 	ctx := context.Background()
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {

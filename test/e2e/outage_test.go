@@ -22,6 +22,7 @@ const outageGrace = 10 * time.Second
 // Once the apiserver is back the agent is ready again and logs how long the
 // outage lasted.
 func TestAPIServerOutage(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c := framework.Setup(t, framework.Options{Nodes: 1})
 	ctx := context.Background()
 	n := c.Nodes[0]

@@ -24,6 +24,7 @@ import (
 // Each agent restarts its kubelet through a RestartGate, so that the test
 // can hold a node's apply in progress for as long as it needs.
 func TestRolloutDrivers(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	ctx := context.Background()
 	gates := map[string]*framework.RestartGate{}
 	c, names := rolloutCluster(t, func(n *framework.Node) []string {

@@ -30,6 +30,7 @@ import (
 // SIGKILL and resumed; pause, resume and undo; back to local with the
 // background driver; and --drain over a node with a pod bound to it.
 func TestRollout(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	c, names := rolloutCluster(t, nil)
 	ctx := context.Background()
 	partial := func(extra string) string {

@@ -43,6 +43,7 @@ func oldKubeletDir(t *testing.T) string {
 // The subtests cover apply, the health gate's rollback, drop-in mode and
 // reset, and the snapshot of a 1.34 configz.
 func TestKubeletSkew(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	binDir := oldKubeletDir(t)
 	c := framework.Setup(t, framework.Options{Nodes: 2, KubeletBinDir: binDir})
 	ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 //   - a payload applies with the --allow-unsafe its refusal named, while a
 //     ConfigMap annotated allow-unsafe=* is still refused.
 func TestTrust(t *testing.T) {
+	t.Parallel() // docs/development.md, "Tests in parallel"
 	for _, tc := range []struct {
 		name   string
 		binDir func(t *testing.T) string
