@@ -78,7 +78,9 @@ const (
 // less what the process held before they started); and the CPU time the
 // agents, the CLI and the apiserver spent during the rollout, which all
 // share this machine's cores while a real fleet runs each agent on its own
-// node.
+// node. A watch of every Node in this process splits each slot's handover
+// (a gate's end to the restart that takes its slot) into the agent's
+// report, the driver's reaction and the agent's pickup (timeline).
 func BenchmarkFleetRollout(b *testing.B) {
 	n := benchEnvInt(b, "DKC_BENCH_FLEET_NODES", fleetNodes, 10)
 	restart := benchEnvDuration(b, "DKC_BENCH_FLEET_RESTART", fleetRestart)
@@ -150,6 +152,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 	if _, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/apis", rollout.Resource.Group, rollout.Resource.Version,
 		"namespaces", source.DefaultNamespace, rollout.Resource.Resource).DoRaw(ctx); err != nil {
 		b.Fatalf("list the rollouts: %v", err)
+	}
+	tl, err := watchTimeline(ctx, c.Client, "fleet-target")
+	if err != nil {
+		b.Fatal(err)
 	}
 	apiBefore, err := readAPIServerMetrics(ctx, c)
 	if err != nil {
@@ -239,6 +245,20 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "  the first %d restarts started within %s\n", budget, ms(fill))
 	fmt.Fprintf(&sb, "  a gate's end to the restart that takes its slot (%d handovers)  median %s, p90 %s, max %s\n",
 		len(handover), ms(handoverS.median), ms(handoverS.p90), ms(handoverS.max))
+	fleet.mu.Lock()
+	report, react, pickup := tl.split(fleet.startOf, fleet.endOf, budget)
+	fleet.mu.Unlock()
+	for _, p := range []struct {
+		what string
+		d    []time.Duration
+	}{
+		{"    the agent: its gate's end to its node seen active", report},
+		{"    the driver: a node seen active to the next seen assigned", react},
+		{"    the agent: its node seen assigned to its restart", pickup},
+	} {
+		st := summarize(p.d)
+		fmt.Fprintf(&sb, "%s  median %s, p90 %s, max %s\n", p.what, ms(st.median), ms(st.p90), ms(st.max))
+	}
 	fmt.Fprintf(&sb, "  the last gate to the end            %s\n", ms(tail))
 	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node: %s\n", reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), verbDelta(apiBefore.byVerb, apiAfter.byVerb))
 	fmt.Fprintf(&sb, "agents' apply phases, mean  %s\n", fleet.phaseMeans())
@@ -298,12 +318,16 @@ type fleet struct {
 	mu sync.Mutex
 	// starts and ends are when each restart began and each gate ended.
 	starts, ends []time.Time
+	// startOf and endOf are each node's restart start and gate end.
+	startOf, endOf map[string]time.Time
 }
 
-func (f *fleet) record(to *[]time.Time) {
+func (f *fleet) record(to *[]time.Time, of map[string]time.Time, node string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	*to = append(*to, time.Now())
+	now := time.Now()
+	*to = append(*to, now)
+	of[node] = now
 }
 
 // slotTimes returns, from the restarts' starts and the gates' ends in time
@@ -341,7 +365,8 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{restarters: map[string]*kfake.FakeRestarter{}, requests: &requestCounter{}}
+	f := &fleet{restarters: map[string]*kfake.FakeRestarter{}, requests: &requestCounter{},
+		startOf: map[string]time.Time{}, endOf: map[string]time.Time{}}
 	cfg.WrapTransport = f.requests.wrap
 	// Events go out through one broadcaster and its own client, as each
 	// agent's would through its own.
@@ -365,6 +390,7 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 		if err != nil {
 			return nil, err
 		}
+		name := node.Name
 		r := &kfake.FakeRestarter{OnCall: func(method string) {
 			if method != "Restart" {
 				return
@@ -372,7 +398,7 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			in := f.inProgress.Add(1)
 			for p := f.peak.Load(); in > p && !f.peak.CompareAndSwap(p, in); p = f.peak.Load() {
 			}
-			f.record(&f.starts)
+			f.record(&f.starts, f.startOf, name)
 			time.Sleep(restart)
 		}}
 		f.restarters[node.Name] = r
@@ -385,7 +411,7 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			Writer:    &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(fleetLocal), Current: []byte(fleetLocal)},
 			Restarter: r,
 			Prober: &slowProber{gate: gate, done: func() {
-				f.record(&f.ends)
+				f.record(&f.ends, f.endOf, name)
 				f.inProgress.Add(-1)
 			}},
 			Clock:          clock.RealClock{},
