@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -547,15 +546,7 @@ func readNode(t *testing.T, client kubernetes.Interface, name string) *corev1.No
 // nodeCredentialClient is a client with node i's own system:node:NAME credential.
 func nodeCredentialClient(t *testing.T, c *framework.Cluster, i int) kubernetes.Interface {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Nodes[i].KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return kubeconfigClient(t, c.Nodes[i].KubeconfigPath)
 }
 
 // writeStatusAsAgent records st on node i as the agent does: a StatusPatch on

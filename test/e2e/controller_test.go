@@ -250,16 +250,8 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 // rollout's spec.
 func TestController(t *testing.T) {
 	t.Parallel() // docs/development.md, "Tests in parallel"
-	c, names := rolloutCluster(t, nil)
+	c, names, store := controllerCluster(t)
 	ctx := context.Background()
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &rollout.Store{Client: dyn, Namespace: source.DefaultNamespace}
 	for name, maxPods := range map[string]int{"ctl-a": 61, "ctl-b": 62, "ctl-c": 63} {
 		createConfigMap(t, c, name, maxPodsConfig(maxPods))
 	}
@@ -412,6 +404,22 @@ func TestController(t *testing.T) {
 	})
 }
 
+// controllerCluster is rolloutCluster with deploy/controller.yaml applied
+// (its ServiceAccount and RBAC; the tests start the replicas), and a store
+// of the rollouts.
+func controllerCluster(t *testing.T) (*framework.Cluster, []string, *rollout.Store) {
+	t.Helper()
+	c, names := rolloutCluster(t, nil)
+	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, names, &rollout.Store{Client: dyn, Namespace: source.DefaultNamespace}
+}
+
 // followToDone follows rollout name with rollout status -w until it is
 // Done, and fails the test otherwise.
 func followToDone(t *testing.T, c *framework.Cluster, name string) {
@@ -477,11 +485,8 @@ func bind(t *testing.T, c *framework.Cluster, user, role string) {
 // labels come to match the pool gets its config.
 func TestNodeConfigPool(t *testing.T) {
 	t.Parallel() // docs/development.md, "Tests in parallel"
-	c, names := rolloutCluster(t, nil)
+	c, names, _ := controllerCluster(t)
 	ctx := context.Background()
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := userKubeconfig(t, c, framework.ControllerIdentity)
 	for _, id := range []string{"replica-1", "replica-2"} {
 		if _, err := c.StartController(framework.DKCBinary(), kubeconfig, id); err != nil {
@@ -733,17 +738,9 @@ func kubectlRun(c *framework.Cluster, stdin string, args ...string) (string, err
 // no further node.
 func TestControllerKilledAtEachPhase(t *testing.T) {
 	t.Parallel() // docs/development.md, "Tests in parallel"
-	c, names := rolloutCluster(t, nil)
+	c, names, store := controllerCluster(t)
 	ctx := context.Background()
-	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
-		t.Fatal(err)
-	}
 	direct := userKubeconfig(t, c, framework.ControllerIdentity)
-	dyn, err := dynamic.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &rollout.Store{Client: dyn, Namespace: source.DefaultNamespace}
 	seq := 0
 	replica := func() string { seq++; return fmt.Sprintf("replica-%d", seq) }
 

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
@@ -221,14 +222,10 @@ func checkAfterRecovery(t *testing.T, c *framework.Cluster, n *framework.Node, n
 	}
 	// GC runs right after the sync that reported: allow it a moment.
 	var left string
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		left = leftovers(t, n, readRecord(t, n, point))
-		if left == "" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return left == "", nil
+	})
 	if left != "" {
 		t.Fatalf("%s: %s", point, left)
 	}

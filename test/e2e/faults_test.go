@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
@@ -521,11 +523,7 @@ func (f *faultEnv) wantHealthy(t *testing.T, n *framework.Node, storeDir, assign
 // the entries after the mark can.
 func (f *faultEnv) historyMark(t *testing.T, node string) *source.HistoryEntry {
 	t.Helper()
-	n, err := f.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := source.History(n)
+	h, err := source.History(readNode(t, f.c.Client, node))
 	if err != nil {
 		t.Fatalf("history of %s does not decode: %v", node, err)
 	}
@@ -545,26 +543,20 @@ func (f *faultEnv) wantHistorySince(t *testing.T, node string, mark *source.Hist
 		want = append(want, name+" "+source.ResultApplied)
 	}
 	var got []string
-	deadline := time.Now().Add(time.Minute)
-	for {
-		n, err := f.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		h, err := source.History(readNode(t, f.c.Client, node))
 		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := source.History(n)
-		if err != nil {
-			t.Errorf("history of %s does not decode: %v", node, err)
-			return
+			return false, fmt.Errorf("history of %s does not decode: %w", node, err)
 		}
 		if h == nil {
 			t.Logf("%s has no %s annotation; the agent does not write one", node, source.HistoryAnnotation)
-			return
+			got = want
+			return true, nil
 		}
 		start := 0
 		for i := range h {
 			if i > 0 && h[i].Time.Before(&h[i-1].Time) {
-				t.Errorf("history of %s goes back in time at entry %d: %+v", node, i, h)
-				return
+				return false, fmt.Errorf("history of %s goes back in time at entry %d: %+v", node, i, h)
 			}
 			if mark != nil && apiequality.Semantic.DeepEqual(h[i], *mark) {
 				start = i + 1
@@ -578,14 +570,14 @@ func (f *faultEnv) wantHistorySince(t *testing.T, node string, mark *source.Hist
 			}
 			got = append(got, name+" "+e.Result)
 		}
-		if strings.Join(got, ", ") == strings.Join(want, ", ") {
-			t.Logf("history of %s since the mark: %v", node, got)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("history of %s since the mark: %v, want %v", node, got, want)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+		return slices.Equal(got, want), nil
+	})
+	switch {
+	case wait.Interrupted(err):
+		t.Errorf("history of %s since the mark: %v, want %v", node, got, want)
+	case err != nil:
+		t.Error(err)
+	default:
+		t.Logf("history of %s since the mark: %v", node, got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
@@ -426,10 +427,9 @@ current-context: c
 	// a second more for any extra one, then compares them with want.
 	checkStarts := func(t *testing.T, want ...string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for len(starts(t)) < len(want) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return len(starts(t)) >= len(want), nil
+		})
 		consistently(t, time.Second, "no more kubelet starts", func() bool { return len(starts(t)) <= len(want) })
 		if diff := cmp.Diff(want, starts(t)); diff != "" {
 			t.Errorf("configs the kubelet started on (-want +got):\n%s", diff)
