@@ -241,14 +241,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	})
 
 	t.Run("the kubelet keeps registering and reporting", func(t *testing.T) {
-		before := readyHeartbeat(t, c, n.Name)
-		if err := n.RestartKubelet(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, time.Minute, "a new Ready heartbeat from the restarted kubelet", func() bool {
-			return readyHeartbeat(t, c, n.Name).After(before.Time)
-		})
-		waitReady(t, c, n.Name)
+		restartReports(t, c, n.Name, n.RestartKubelet)
 		log, err := os.ReadFile(n.LogPath)
 		if err != nil {
 			t.Fatal(err)
@@ -316,6 +309,25 @@ func kubeconfigClient(t *testing.T, path string) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// restartReports restarts node's kubelet with restart, and waits until the
+// new kubelet has posted its status (a Ready heartbeat later than the last
+// one) and is Ready. A heartbeat has whole seconds: a kubelet that starts
+// within the second of the last heartbeat posts an equal one, and its next
+// only after nodeStatusReportFrequency (5m). So the restart waits for the
+// next second, a limit of the resolution that no event announces.
+func restartReports(t *testing.T, c *framework.Cluster, node string, restart func() error) {
+	t.Helper()
+	before := readyHeartbeat(t, c, node)
+	time.Sleep(time.Until(before.Time.Add(time.Second)))
+	if err := restart(); err != nil {
+		t.Fatalf("restart the kubelet of %s: %v", node, err)
+	}
+	waitFor(t, time.Minute, "a Ready heartbeat of the restarted kubelet of "+node, func() bool {
+		return readyHeartbeat(t, c, node).After(before.Time)
+	})
+	waitReady(t, c, node)
 }
 
 // readyHeartbeat is the lastHeartbeatTime of node's Ready condition.

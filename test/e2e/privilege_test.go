@@ -165,14 +165,7 @@ func TestPrivilege(t *testing.T) {
 		// A kubelet still registers and reports through both policies: a
 		// restarted one posts its status at once (otherwise only every
 		// nodeStatusReportFrequency, 5m).
-		hb := readyHeartbeat(t, c, b.Name)
-		if err := b.RestartKubelet(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, time.Minute, "a Ready heartbeat of "+b.Name+" admitted under the policies", func() bool {
-			return readyHeartbeat(t, c, b.Name).After(hb.Time)
-		})
-		waitReady(t, c, b.Name)
+		restartReports(t, c, b.Name, b.RestartKubelet)
 	})
 
 	stPatch, err := source.StatusPatch(source.Annotation, &corev1.NodeConfigStatus{}, nil)
