@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // Decision is what one pass over a rollout does, as decide works it out
 // from what the pass read. The executor (engine.execute) carries it out in
-// this order: uncordon, write the rollout, assign.
+// this order: uncordon, assign the dequeued nodes, write the rollout,
+// assign the others.
 type Decision struct {
 	// Rollout is the rollout as it is to be written: each node's phase
 	// brought up to date from its observation, and every change below.
@@ -20,22 +22,30 @@ type Decision struct {
 	// Recorded: a phase changed that the nodes' carriers tell, so that
 	// any client derives it again. It may wait for the next write.
 	Recorded bool
-	// Write: Rollout holds what the carriers cannot tell (a node started,
-	// a wave entered, a soak begun or broken, a cordon lifted), and must be
-	// stored before anything else is done.
+	// Write: Rollout holds what the carriers cannot tell (a node started
+	// or queued, a wave entered, a soak begun or broken, a cordon lifted),
+	// and must be stored before anything but Dequeue is done.
 	Write bool
 	// Final: Rollout is Halted or Done. It is written, and the pass ends.
 	Final bool
 	// Uncordon lists the drained nodes that passed their health gate, to
 	// uncordon before Rollout, which records them uncordoned, is written.
 	Uncordon []string
-	// Start lists the nodes this pass records InProgress, in rollout
-	// order.
+	// Start lists the nodes this pass records InProgress that the
+	// rollout as read did not queue, in rollout order.
 	Start []string
+	// Dequeue lists the nodes this pass records InProgress that the
+	// rollout as read queued, with the assignment each still holds: that
+	// record fences them already, so they are assigned before Rollout is
+	// written.
+	Dequeue []string
+	// Queue lists the nodes this pass queues, in rollout order.
+	Queue []string
 	// Assign lists the nodes recorded InProgress that do not hold their
 	// target yet, in rollout order, to drain (where the rollout must) and
-	// assign once Rollout is written: the ones in Start, and any that a
-	// client recorded and did not assign before it died.
+	// assign: the ones in Dequeue at once, the others once Rollout is
+	// written (the ones in Start, and any that a client recorded and did
+	// not assign before it died).
 	Assign []string
 	// Wake is when the soak before the next wave ends; zero when none
 	// runs.
@@ -52,15 +62,17 @@ type Decision struct {
 //   - halt before anything else: a failed node halts the rollout, and
 //     nothing else is decided;
 //   - record, then assign: a node is started by recording it InProgress,
-//     with the assignment to undo to, in Rollout, which the executor
-//     writes before it assigns any node;
+//     or queued, with the assignment to undo to, in a write that comes
+//     before its assignment: the queued nodes (Dequeue) were recorded by
+//     an earlier write, the others by Rollout's;
 //   - a node is assigned only when it does not hold its target.
 //
 // The steps, in order: record each node's phase (NextPhase); halt on the
 // first failed node; uncordon drained nodes that passed their health gate;
 // finish when every node is done; enter the next wave once every earlier
 // node is done and, with a soak, has stayed healthy that long; start the
-// current wave's waiting nodes, in order, while the budget has room.
+// current wave's waiting nodes, in order, while the budget has room, and
+// queue the next ones (Queue).
 func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, now time.Time) (Decision, error) {
 	stamp := metav1.NewMicroTime(now)
 	r, recorded := recordPhases(r, observed, stamp)
@@ -104,12 +116,13 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 	}
 
 	if current == r.Status.Wave {
-		started, err := start(r, waves[current].Nodes, observed, nodes, stamp)
+		s, err := start(r, waves[current].Nodes, observed, nodes, stamp)
 		if err != nil {
 			return Decision{}, err
 		}
-		d.Start = started
-		d.Write = d.Write || len(started) > 0
+		d.Start, d.Dequeue, d.Queue = s.started, s.dequeued, s.queued
+		d.Write = d.Write || len(s.started) > 0 || len(s.queued) > 0
+		d.Recorded = d.Recorded || len(s.dequeued) > 0
 	}
 
 	for _, name := range r.Spec.Nodes {
@@ -159,12 +172,34 @@ func enterWave(d *Decision, done []Wave, observed map[string]Observed, now time.
 	return true
 }
 
+// Queue is how many waiting nodes a rollout with budget keeps queued: a
+// quarter of the budget, none below a budget of 4. A queued node is
+// recorded, with the assignment it holds, before its turn, so that the
+// client that sees a slot free starts it at once, and writes the rollout
+// after, not before: the write is then off the path from one node's end to
+// the next node's start. The budget holds across clients as it does
+// without a queue: nodes start in rollout order, so two clients that see
+// the same slots free start the same queued nodes.
+func Queue(budget int) int { return budget / 4 }
+
+// started is what start did to a wave's nodes.
+type started struct {
+	// started and dequeued are the nodes recorded InProgress: dequeued
+	// the ones that were queued with the assignment they still hold.
+	started, dequeued []string
+	// queued are the nodes newly queued.
+	queued []string
+}
+
 // start records InProgress, in r, the waiting nodes of wave, in order, while
 // the budget has room, with the assignment each holds now (to undo to) and
 // whether it is to be drained. A node in progress, cordoned, or not
 // available (NotReady, or unschedulable) takes a slot, whether the rollout
-// started it or not. start returns the nodes it started.
-func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[string]*corev1.Node, now metav1.MicroTime) ([]string, error) {
+// started it or not. It then tops the queue up (Queue) with the next
+// waiting nodes, once half of it has gone: the queue stops at a node to be
+// drained, which is recorded cordoned only when it starts.
+func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[string]*corev1.Node, now metav1.MicroTime) (started, error) {
+	var s started
 	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
 	unavailable := 0
 	for _, name := range r.Spec.Nodes {
@@ -174,30 +209,70 @@ func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[st
 			unavailable++
 		}
 	}
-	var started []string
+	var rest []string // the waiting nodes beyond the budget, in order
 	for _, name := range wave {
 		rec := r.NodeStatus(name)
-		if rec.Phase != Waiting || unavailable >= budget {
+		if rec.Phase != Waiting {
 			continue
 		}
-		node := nodes[name]
-		prev, _, err := source.Assigned(node)
-		if err != nil {
-			return nil, err
+		if unavailable >= budget {
+			rest = append(rest, name)
+			continue
 		}
-		var prevPin *source.Pin
-		if prev != nil {
-			if prevPin, err = source.PinOf(node); err != nil {
-				return nil, err
-			}
+		prev, prevPin, err := held(nodes[name])
+		if err != nil {
+			return s, err
 		}
 		if observed[name].Available() {
 			unavailable++
 		}
-		rec.Phase, rec.Started, rec.Previous, rec.PreviousPin = InProgress, &now, prev, prevPin
+		if rec.Queued && source.Equal(prev, rec.Previous) && prevPin.Equal(rec.PreviousPin) {
+			s.dequeued = append(s.dequeued, name)
+		} else {
+			s.started = append(s.started, name)
+		}
+		rec.Phase, rec.Started, rec.Previous, rec.PreviousPin, rec.Queued = InProgress, &now, prev, prevPin, false
 		rec.Cordoned = slices.Contains(r.Spec.Drain, name)
 		r.Status.Nodes[name] = rec
-		started = append(started, name)
 	}
-	return started, nil
+
+	// The queue is the first nodes of rest, up to the first to be drained.
+	// It is topped up once half of it has gone; until then the rollout is
+	// left as read, so that no node counts as queued before a write
+	// records it so.
+	size := Queue(budget)
+	fresh := map[string]NodeStatus{} // the queue's nodes not queued with what they hold
+	for i, name := range rest {
+		if i >= size || slices.Contains(r.Spec.Drain, name) {
+			break
+		}
+		rec := r.NodeStatus(name)
+		prev, prevPin, err := held(nodes[name])
+		if err != nil {
+			return s, err
+		}
+		if rec.Queued && source.Equal(prev, rec.Previous) && prevPin.Equal(rec.PreviousPin) {
+			continue
+		}
+		rec.Queued, rec.Previous, rec.PreviousPin = true, prev, prevPin
+		fresh[name] = rec
+		s.queued = append(s.queued, name)
+	}
+	if len(fresh) < (size+1)/2 {
+		s.queued = nil
+		return s, nil
+	}
+	maps.Copy(r.Status.Nodes, fresh)
+	return s, nil
+}
+
+// held returns the assignment node holds, with its pin: what undo sends it
+// back to once the rollout starts it.
+func held(node *corev1.Node) (*corev1.NodeConfigSource, *source.Pin, error) {
+	prev, _, err := source.Assigned(node)
+	if err != nil || prev == nil {
+		return nil, nil, err
+	}
+	pin, err := source.PinOf(node)
+	return prev, pin, err
 }

@@ -320,3 +320,142 @@ func TestDecideStampsTimes(t *testing.T) {
 		t.Errorf("wake %v, want the soak's end %v", got, want)
 	}
 }
+
+func TestQueueSize(t *testing.T) {
+	for budget, want := range map[int]int{1: 0, 3: 0, 4: 1, 8: 2, 100: 25, 500: 125} {
+		if got := Queue(budget); got != want {
+			t.Errorf("Queue(%d) = %d, want %d", budget, got, want)
+		}
+	}
+}
+
+// TestDecideQueue checks the queue of a rollout with a budget of 8 (a queue
+// of 2) over 16 nodes: the nodes after the budget's are recorded before
+// their turn, with what they hold, and a freed slot goes to the first of
+// them with no write before its assignment.
+func TestDecideQueue(t *testing.T) {
+	spec := Spec{Nodes: fleetOf(16), MaxUnavailable: intstr.FromInt32(8)}
+	// under way: n1..n8 in progress and applying, n9 and n10 queued.
+	underWay := func() (Status, map[string]Observed) {
+		st := Status{Nodes: map[string]NodeStatus{}}
+		obs := map[string]Observed{}
+		for _, n := range fleetOf(8) {
+			st.Nodes[n] = NodeStatus{Phase: InProgress}
+			obs[n] = applying
+		}
+		for _, n := range []string{"n9", "n10"} {
+			st.Nodes[n] = NodeStatus{Phase: Waiting, Queued: true}
+		}
+		return st, obs
+	}
+	heldOther, err := source.PatchedNode(readyNode("n9", nil), mustAssignPatch(t, cm("other")))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := map[string]struct {
+		in        func() decideInput
+		want      Decision
+		wantNodes map[string]NodeStatus
+	}{
+		"the first pass starts the budget's nodes and queues the next, in one write before any assignment": {
+			in: func() decideInput { return decideInput{spec: spec} },
+			want: Decision{Rollout: runningAt(0, nil), Write: true,
+				Start: fleetOf(8), Queue: []string{"n9", "n10"}, Assign: fleetOf(8)},
+			wantNodes: map[string]NodeStatus{"n8": {Phase: InProgress}, "n9": {Phase: Waiting, Queued: true}, "n11": {Phase: Waiting}},
+		},
+		"a freed slot goes to the first queued node, assigned before any write; the queue is topped up once half of it has gone": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n1"] = running
+				return decideInput{spec: spec, status: st, observed: obs}
+			},
+			want: Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true,
+				Dequeue: []string{"n9"}, Queue: []string{"n11"}, Assign: []string{"n9"}},
+			wantNodes: map[string]NodeStatus{"n1": {Phase: Succeeded}, "n9": {Phase: InProgress}, "n10": {Phase: Waiting, Queued: true}, "n11": {Phase: Waiting, Queued: true}},
+		},
+		"with more than half of the queue left, a dequeued node needs no write at all": {
+			in: func() decideInput {
+				st, obs := underWay()
+				st.Nodes["n11"] = NodeStatus{Phase: Waiting, Queued: true} // a longer queue than this budget's
+				obs["n1"] = running
+				return decideInput{spec: spec, status: st, observed: obs}
+			},
+			want: Decision{Rollout: runningAt(0, nil), Recorded: true,
+				Dequeue: []string{"n9"}, Assign: []string{"n9"}},
+		},
+		"a queue more than half full is not topped up: the node it lacks is left unqueued, for a later write to queue": {
+			in: func() decideInput {
+				// A budget of 16: a queue of 4, of which n17..n19 are left.
+				st := Status{Nodes: map[string]NodeStatus{}}
+				obs := map[string]Observed{}
+				for _, n := range fleetOf(16) {
+					st.Nodes[n], obs[n] = NodeStatus{Phase: InProgress}, applying
+				}
+				for _, n := range []string{"n17", "n18", "n19"} {
+					st.Nodes[n] = NodeStatus{Phase: Waiting, Queued: true}
+				}
+				return decideInput{spec: Spec{Nodes: fleetOf(24), MaxUnavailable: intstr.FromInt32(16)}, status: st, observed: obs}
+			},
+			want:      Decision{Rollout: runningAt(0, nil)},
+			wantNodes: map[string]NodeStatus{"n19": {Phase: Waiting, Queued: true}, "n20": {Phase: Waiting}},
+		},
+		"a queued node that holds another assignment than the one recorded is started afresh, recorded with it in the write before its assignment": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n1"] = running
+				obs["n9"] = Observed{Holds: cm("other"), Ready: true, Schedulable: true}
+				return decideInput{spec: spec, status: st, observed: obs, nodes: map[string]*corev1.Node{"n9": heldOther}}
+			},
+			want: Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true,
+				Start: []string{"n9"}, Queue: []string{"n11"}, Assign: []string{"n9"}},
+			wantNodes: map[string]NodeStatus{"n9": {Phase: InProgress, Previous: cm("other")}},
+		},
+		"the queue stops at a node to be drained: it is recorded cordoned only when it starts": {
+			in: func() decideInput {
+				s := spec
+				s.Drain = []string{"n10"}
+				return decideInput{spec: s}
+			},
+			want: Decision{Rollout: runningAt(0, nil), Write: true,
+				Start: fleetOf(8), Queue: []string{"n9"}, Assign: fleetOf(8)},
+			wantNodes: map[string]NodeStatus{"n10": {Phase: Waiting}},
+		},
+		"a failed node halts before a queued node starts": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n1"], obs["n2"] = running, rolledBack
+				return decideInput{spec: spec, status: st, observed: obs}
+			},
+			want:      Decision{Rollout: halted("node/n2: rolled back"), Recorded: true, Final: true},
+			wantNodes: map[string]NodeStatus{"n9": {Phase: Waiting, Queued: true}},
+		},
+		"a queued node that a client started and that finished before any client recorded it in progress is done, not skipped": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n9"] = running
+				return decideInput{spec: spec, status: st, observed: obs}
+			},
+			want:      Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true, Queue: []string{"n11"}},
+			wantNodes: map[string]NodeStatus{"n9": {Phase: Succeeded}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := tc.in().decide(t)
+			if diff := cmp.Diff(tc.want, d, statusOf); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			for n, want := range tc.wantNodes {
+				if diff := cmp.Diff(want, d.Rollout.NodeStatus(n), cmpopts.IgnoreFields(NodeStatus{}, "Started", "Finished")); diff != "" {
+					t.Errorf("node %s (-want +got):\n%s", n, diff)
+				}
+			}
+			for _, n := range d.Dequeue {
+				if rec := d.Rollout.NodeStatus(n); rec.Started == nil {
+					t.Errorf("dequeued node %s has no start time: undo would leave it alone", n)
+				}
+			}
+		})
+	}
+}

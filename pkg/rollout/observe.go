@@ -133,12 +133,16 @@ func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 		}
 		return InProgress, ""
 	}
-	// Waiting: a node that already runs its target is skipped; one that is
-	// assigned it (by hand, or by a client that died after assigning and
-	// before recording) holds a slot like any node in progress.
+	// Waiting: a node that already runs its target is skipped, unless the
+	// rollout queued it: a client started it and the node finished before
+	// any client recorded it in progress. One that is assigned its target
+	// (by hand, or by a client that died after assigning and before
+	// recording) holds a slot like any node in progress.
 	switch {
 	case o.Assigned && o.Error != "":
 		return Failed, o.Error
+	case o.Running && rec.Queued:
+		return Succeeded, ""
 	case o.Running:
 		return Skipped, ""
 	case o.Assigned:
@@ -224,12 +228,18 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 			continue
 		}
 		rec.Phase, rec.Error = phase, msg
+		if phase != Waiting {
+			rec.Queued = false
+		}
 		switch phase {
 		case InProgress:
 			if rec.Started == nil {
 				rec.Started = &now
 			}
 		case Succeeded, Skipped, Failed:
+			if phase == Succeeded && rec.Started == nil {
+				rec.Started = &now // a queued node no client saw in progress
+			}
 			rec.Finished = &now
 		}
 		r.Status.Nodes[name] = rec

@@ -6,6 +6,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,8 +64,9 @@ func (e *engine) getNode(name string) (*corev1.Node, error) {
 // execute carries d out, in the order the invariants ask (docs/rollout.md,
 // "Invariants"): a Final rollout (halted, or done once its drained nodes
 // are uncordoned) is written and ends the pass; otherwise the nodes are
-// uncordoned, the rollout is written with every node it starts recorded
-// InProgress, and only then are the nodes of d.Assign drained and
+// uncordoned, the dequeued nodes assigned (the rollout as read recorded
+// them), the rollout is written with every node it starts recorded
+// InProgress, and only then are the other nodes of d.Assign drained and
 // assigned. A write that loses to another client's ends the pass; the next
 // one decides again on fresh state.
 //
@@ -83,6 +85,18 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 	}
 	e.wake = d.Wake
 	began := e.opts.Clock.Now()
+	var first, rest []string
+	for _, name := range d.Assign {
+		if slices.Contains(d.Dequeue, name) {
+			first = append(first, name)
+		} else {
+			rest = append(rest, name)
+		}
+	}
+	if name, err := e.startNodes(ctx, d.Rollout, first, nodes); err != nil {
+		return e.halt(ctx, d.Rollout, name, err, now, observed)
+	}
+	dequeued := e.opts.Clock.Now()
 	if d.Write {
 		ok, err := e.write(ctx, d.Rollout)
 		if err != nil || !ok {
@@ -98,21 +112,26 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 	}
 
 	wrote := e.opts.Clock.Now()
-	name, err := e.startNodes(ctx, d.Assign, nodes)
+	name, err := e.startNodes(ctx, e.cur, rest, nodes)
 	if len(d.Assign) > 0 {
-		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", e.cur.Name, "nodes", len(d.Assign),
-			"decide", began.Sub(now), "write", wrote.Sub(began), "start", e.opts.Clock.Since(wrote))
+		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", e.cur.Name, "nodes", len(d.Assign), "dequeued", len(first),
+			"decide", began.Sub(now), "dequeue", dequeued.Sub(began), "write", wrote.Sub(dequeued), "start", e.opts.Clock.Since(wrote))
 	}
 	if err != nil {
-		stamp := metav1.NewMicroTime(now)
-		r := e.cur.DeepCopy()
-		rec := r.NodeStatus(name)
-		rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &stamp
-		r.Status.Nodes[name] = rec
-		r.Status.State, r.Status.Reason = Halted, haltReason(name, rec.Error)
-		return e.finish(ctx, r, observed)
+		return e.halt(ctx, e.cur, name, err, now, observed)
 	}
 	return false, nil
+}
+
+// halt writes r halted on node's failure to start, err.
+func (e *engine) halt(ctx context.Context, r *Rollout, node string, err error, now time.Time, observed map[string]Observed) (bool, error) {
+	stamp := metav1.NewMicroTime(now)
+	r = r.DeepCopy()
+	rec := r.NodeStatus(node)
+	rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &stamp
+	r.Status.Nodes[node] = rec
+	r.Status.State, r.Status.Reason = Halted, haltReason(node, rec.Error)
+	return e.finish(ctx, r, observed)
 }
 
 // takeState records the state the rollout's spec asks for (Rollout.State)

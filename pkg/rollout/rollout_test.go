@@ -137,21 +137,24 @@ func TestWaves(t *testing.T) {
 func TestNextPhase(t *testing.T) {
 	tests := map[string]struct {
 		rec       Phase
+		queued    bool
 		prev      *corev1.NodeConfigSource
 		o         Observed
 		want      Phase
 		wantError string
 	}{
-		"waiting, untouched":                            {rec: Waiting, o: Observed{Ready: true, Schedulable: true}, want: Waiting},
-		"waiting, already runs target":                  {rec: Waiting, o: Observed{Assigned: true, Running: true, Ready: true}, want: Skipped},
-		"waiting, assigned by someone":                  {rec: Waiting, o: Observed{Assigned: true}, want: InProgress},
-		"waiting, assigned and failed":                  {rec: Waiting, o: Observed{Assigned: true, Error: "boom"}, want: Failed, wantError: "boom"},
-		"in progress, not yet":                          {rec: InProgress, o: Observed{Assigned: true, Ready: true}, want: InProgress},
-		"in progress, active not ready":                 {rec: InProgress, o: Observed{Assigned: true, Running: true}, want: InProgress},
-		"in progress, active and ready":                 {rec: InProgress, o: Observed{Assigned: true, Running: true, Ready: true}, want: Succeeded},
-		"in progress, rolled back":                      {rec: InProgress, o: Observed{Assigned: true, Error: "rolled back"}, want: Failed, wantError: "rolled back"},
-		"in progress, not assigned yet":                 {rec: InProgress, o: Observed{}, want: InProgress},
-		"in progress, still on its previous assignment": {rec: InProgress, prev: cm("old"), o: Observed{Holds: cm("old")}, want: InProgress},
+		"waiting, untouched":                                          {rec: Waiting, o: Observed{Ready: true, Schedulable: true}, want: Waiting},
+		"waiting, already runs target":                                {rec: Waiting, o: Observed{Assigned: true, Running: true, Ready: true}, want: Skipped},
+		"waiting, assigned by someone":                                {rec: Waiting, o: Observed{Assigned: true}, want: InProgress},
+		"waiting, assigned and failed":                                {rec: Waiting, o: Observed{Assigned: true, Error: "boom"}, want: Failed, wantError: "boom"},
+		"queued, assigned":                                            {rec: Waiting, queued: true, o: Observed{Assigned: true}, want: InProgress},
+		"queued, started by a client and done before any recorded it": {rec: Waiting, queued: true, o: Observed{Assigned: true, Running: true, Ready: true}, want: Succeeded},
+		"in progress, not yet":                                        {rec: InProgress, o: Observed{Assigned: true, Ready: true}, want: InProgress},
+		"in progress, active not ready":                               {rec: InProgress, o: Observed{Assigned: true, Running: true}, want: InProgress},
+		"in progress, active and ready":                               {rec: InProgress, o: Observed{Assigned: true, Running: true, Ready: true}, want: Succeeded},
+		"in progress, rolled back":                                    {rec: InProgress, o: Observed{Assigned: true, Error: "rolled back"}, want: Failed, wantError: "rolled back"},
+		"in progress, not assigned yet":                               {rec: InProgress, o: Observed{}, want: InProgress},
+		"in progress, still on its previous assignment":               {rec: InProgress, prev: cm("old"), o: Observed{Holds: cm("old")}, want: InProgress},
 		"in progress, assigned another config by hand": {rec: InProgress, prev: cm("old"), o: Observed{Holds: cm("other"), Ready: true},
 			want: Failed, wantError: "assignment changed outside the rollout to kube-system/other while the rollout applied its config (before the rollout: kube-system/old); halted so as not to overwrite it"},
 		"in progress, reset by hand": {rec: InProgress, prev: cm("old"), o: Observed{}, want: Failed,
@@ -160,7 +163,7 @@ func TestNextPhase(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, msg := NextPhase(NodeStatus{Phase: tc.rec, Previous: tc.prev}, tc.o)
+			got, msg := NextPhase(NodeStatus{Phase: tc.rec, Queued: tc.queued, Previous: tc.prev}, tc.o)
 			if got != tc.want || msg != tc.wantError {
 				t.Errorf("got (%s, %q), want (%s, %q)", got, msg, tc.want, tc.wantError)
 			}
@@ -283,6 +286,22 @@ func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
 	}()
 }
 
+// checkBudgetAndOnce checks that never more than budget nodes restarted at
+// once, and that each of names restarted exactly once.
+func (a *fakeAgents) checkBudgetAndOnce(t *testing.T, names []string, budget int) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.peak > budget {
+		t.Errorf("peak %d nodes restarting at once, budget %d", a.peak, budget)
+	}
+	for _, n := range names {
+		if a.applies[n] != 1 {
+			t.Errorf("node %s applied %d times, want 1", n, a.applies[n])
+		}
+	}
+}
+
 func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 	t.Helper()
 	client := fake.NewClientset()
@@ -367,18 +386,11 @@ func TestRunRollsOutUnderBudget(t *testing.T) {
 			t.Errorf("node %s: %+v, want Done with previous <local>", n, got)
 		}
 	}
+	agents.checkBudgetAndOnce(t, names, 2)
 	agents.mu.Lock()
 	defer agents.mu.Unlock()
-	if agents.peak > 2 {
-		t.Errorf("peak %d nodes restarting at once, budget 2", agents.peak)
-	}
 	if agents.order[0] != "n1" {
 		t.Errorf("first node %s, want the canary n1", agents.order[0])
-	}
-	for _, n := range names {
-		if agents.applies[n] != 1 {
-			t.Errorf("node %s applied %d times, want 1", n, agents.applies[n])
-		}
 	}
 }
 

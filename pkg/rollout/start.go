@@ -1,8 +1,8 @@
 // Starting nodes: drain where the rollout must, then assign the target
 // through the carrier, on the condition that the Node still holds the
-// assignment the rollout recorded before it (assignOver). The rollout is
-// written with the nodes InProgress before any of them starts (execute, in
-// pass.go), so the budget holds however many start at once.
+// assignment the rollout recorded before it (assignOver). A write of the
+// rollout records the nodes queued or InProgress before any of them starts
+// (execute, in pass.go), so the budget holds however many start at once.
 
 package rollout
 
@@ -24,11 +24,11 @@ import (
 )
 
 // startNodes drains (where the rollout must) and assigns the nodes in
-// names, up to Options.Parallel at once, in their order. Every one of them
-// is recorded InProgress already, so the budget holds however many run at
-// once. On the first failure no further node is started; the ones under
+// names, up to Options.Parallel at once, in their order, as r records
+// them. Every one of them is recorded InProgress or queued already, so the
+// budget holds however many run at once. On the first failure no further node is started; the ones under
 // way finish. startNodes returns the first node that failed and its error.
-func (e *engine) startNodes(ctx context.Context, names []string, nodes map[string]*corev1.Node) (string, error) {
+func (e *engine) startNodes(ctx context.Context, r *Rollout, names []string, nodes map[string]*corev1.Node) (string, error) {
 	if len(names) == 0 {
 		return "", nil
 	}
@@ -48,7 +48,7 @@ func (e *engine) startNodes(ctx context.Context, names []string, nodes map[strin
 				if halted {
 					continue
 				}
-				err := e.startNode(ctx, name, e.cur.NodeStatus(name), nodes[name])
+				err := e.startNode(ctx, r, name, nodes[name])
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					failed, firstErr = name, err
@@ -72,8 +72,9 @@ func (e *engine) startNodes(ctx context.Context, names []string, nodes map[strin
 
 // startNode drains node when the rollout must, then assigns it its target.
 // A failed drain uncordons the node again: nothing changed on it.
-func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, node *corev1.Node) error {
-	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", e.cur.Name)
+func (e *engine) startNode(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
+	rec := r.NodeStatus(name)
+	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", r.Name)
 	if rec.Cordoned {
 		logger.V(2).Info("Draining node")
 		if err := e.opts.Drainer.Drain(ctx, name); err != nil {
@@ -83,7 +84,7 @@ func (e *engine) startNode(ctx context.Context, name string, rec NodeStatus, nod
 			return err
 		}
 	}
-	target, pin := e.cur.Spec.Target(name)
+	target, pin := r.Spec.Target(name)
 	carrier := source.Annotation
 	if target != nil {
 		c, err := e.carriers.get(ctx, e.client, name, node)

@@ -14,9 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -29,11 +31,13 @@ import (
 // probes (dry-run Node patches) and the assignment patches in flight at
 // once, and makes each assignment take delay. The delay is spent outside
 // the fake clientset, which serves one request at a time. An assignment
-// of node fail fails at once.
+// of node fail fails at once. assigning, when set, is called as each
+// assignment is sent.
 type patchCounter struct {
 	kubernetes.Interface
-	delay time.Duration
-	fail  string
+	delay     time.Duration
+	fail      string
+	assigning func(node string)
 
 	mu       sync.Mutex
 	probes   int
@@ -71,6 +75,9 @@ func (n countingNodes) Patch(ctx context.Context, name string, pt types.PatchTyp
 		c.probes++
 		c.mu.Unlock()
 		return n.NodeInterface.Patch(ctx, name, pt, data, opts, sub...)
+	}
+	if c.assigning != nil {
+		c.assigning(name)
 	}
 	c.mu.Lock()
 	c.tried = append(c.tried, name)
@@ -114,15 +121,8 @@ func TestRunStartsAWaveAtOnceWithinBudget(t *testing.T) {
 	if client.peak < 2 || client.peak > 5 {
 		t.Errorf("peak %d assignments in flight at once, want 2 to 5 (concurrent, within the budget)", client.peak)
 	}
-	agents.mu.Lock()
-	defer agents.mu.Unlock()
-	if agents.peak > 5 {
-		t.Errorf("peak %d nodes restarting at once, budget 5", agents.peak)
-	}
+	agents.checkBudgetAndOnce(t, names, 5)
 	for _, n := range names {
-		if agents.applies[n] != 1 {
-			t.Errorf("node %s applied %d times, want 1", n, agents.applies[n])
-		}
 		node, _ := fakeClient.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		if src, carrier, _ := source.Assigned(node); carrier != source.Annotation || !source.Equal(src, cm("good")) {
 			t.Errorf("node %s assigned %v through %q, want good through the annotation", n, src, carrier)
@@ -390,5 +390,73 @@ func TestAssignOverRetriesConflicts(t *testing.T) {
 				t.Errorf("node holds %s, want %s", DescribeTarget(held), DescribeTarget(tc.wantHeld))
 			}
 		})
+	}
+}
+
+// TestRunAssignsQueuedNodesBeforeItWritesTheRollout: with a budget of 4 (a
+// queue of 1) over 12 nodes, every node is recorded, queued or in
+// progress, with what it held, by a write sent before its assignment; a
+// queued node is assigned when a slot frees, before the write that records
+// it in progress; and the budget holds.
+func TestRunAssignsQueuedNodesBeforeItWritesTheRollout(t *testing.T) {
+	fleet, names := newFleet(t, 12)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: fleet, restart: 20 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	store := startRollout(t, fleet, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
+
+	var (
+		mu sync.Mutex
+		// recorded and inProgress hold the nodes that a write sent so
+		// far recorded queued or in progress, and in progress.
+		recorded, inProgress = map[string]bool{}, map[string]bool{}
+		unrecorded, dequeued []string
+	)
+	store.Client.(*dynamicfake.FakeDynamicClient).PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r, err := Decode(a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured))
+		if err != nil {
+			t.Error(err)
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for n, ns := range r.Status.Nodes {
+			recorded[n] = recorded[n] || ns.Queued || ns.Phase != Waiting
+			inProgress[n] = inProgress[n] || ns.Phase != Waiting
+		}
+		return false, nil, nil
+	})
+	client := &patchCounter{Interface: fleet, assigning: func(n string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !recorded[n] {
+			unrecorded = append(unrecorded, n)
+		}
+		if !inProgress[n] {
+			dequeued = append(dequeued, n)
+		}
+	}}
+
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Status.State != Done {
+		t.Errorf("state %s, want Done", r.Status.State)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(unrecorded) > 0 {
+		t.Errorf("nodes assigned before any write recorded them: %v", unrecorded)
+	}
+	if len(dequeued) == 0 {
+		t.Error("no node was assigned from the queue: every assignment waited for the write that recorded it in progress")
+	}
+	agents.checkBudgetAndOnce(t, names, 4)
+	for _, n := range names {
+		if rec := r.NodeStatus(n); rec.Phase != Succeeded || rec.Started == nil || rec.Queued {
+			t.Errorf("node %s: %+v, want Done, with its start", n, rec)
+		}
 	}
 }

@@ -57,7 +57,8 @@ func (s State) Terminal() bool { return s == Halted || s == Aborted || s == Done
 type Phase string
 
 const (
-	// Waiting: the node has not been started.
+	// Waiting: the node has not been started. A waiting node may be queued
+	// (NodeStatus.Queued): recorded as one of the next to start.
 	Waiting Phase = "Waiting"
 	// InProgress: the node was (or is about to be) assigned its target and
 	// does not run it yet. It holds a slot of the budget.
@@ -176,6 +177,10 @@ type NodeStatus struct {
 	// Cordoned: the rollout cordoned the node to drain it and has not
 	// uncordoned it yet.
 	Cordoned bool `json:"cordoned,omitempty"`
+	// Queued: the node is Waiting and recorded, with Previous and
+	// PreviousPin, as one of the next to start, so that a client starts
+	// it when a slot frees without writing the rollout first (Queue).
+	Queued bool `json:"queued,omitempty"`
 	// Started and Finished bound the node's apply, as the rollout saw it.
 	Started  *metav1.MicroTime `json:"started,omitempty"`
 	Finished *metav1.MicroTime `json:"finished,omitempty"`

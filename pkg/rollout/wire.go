@@ -45,6 +45,7 @@ type wireNodeStatus struct {
 	Previous *int              `json:"previous,omitempty"`
 	Error    string            `json:"error,omitempty"`
 	Cordoned bool              `json:"cordoned,omitempty"`
+	Queued   bool              `json:"queued,omitempty"`
 	Started  *metav1.MicroTime `json:"started,omitempty"`
 	Finished *metav1.MicroTime `json:"finished,omitempty"`
 }
@@ -66,7 +67,7 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	index := map[string]int{}
 	for _, name := range names {
 		ns := s.Nodes[name]
-		wn := wireNodeStatus{Phase: ns.Phase, Error: ns.Error, Cordoned: ns.Cordoned, Started: ns.Started, Finished: ns.Finished}
+		wn := wireNodeStatus{Phase: ns.Phase, Error: ns.Error, Cordoned: ns.Cordoned, Queued: ns.Queued, Started: ns.Started, Finished: ns.Finished}
 		if ns.Previous != nil {
 			a := Assignment{Config: ns.Previous, Pin: ns.PreviousPin}
 			key, err := json.Marshal(a)
@@ -99,7 +100,7 @@ func (s *Status) UnmarshalJSON(data []byte) error {
 		s.Nodes = make(map[string]NodeStatus, len(w.Nodes))
 	}
 	for name, wn := range w.Nodes {
-		ns := NodeStatus{Phase: wn.Phase, Error: wn.Error, Cordoned: wn.Cordoned, Started: wn.Started, Finished: wn.Finished}
+		ns := NodeStatus{Phase: wn.Phase, Error: wn.Error, Cordoned: wn.Cordoned, Queued: wn.Queued, Started: wn.Started, Finished: wn.Finished}
 		if wn.Previous != nil {
 			i := *wn.Previous
 			if i < 0 || i >= len(w.Previous) {

@@ -29,6 +29,7 @@ func TestStatusStoredForm(t *testing.T) {
 			"n3": {Phase: Failed, Error: "rolled back", Started: &now}, // on its local config before
 			"n4": {Phase: InProgress, Previous: cm("older"), Started: &now},
 			"n5": {Phase: InProgress, Previous: cm("old"), Started: &now}, // the same config, no pin
+			"n6": {Phase: Waiting, Queued: true, Previous: cm("old"), PreviousPin: oldPin},
 		},
 	}
 	data, err := json.Marshal(in)

@@ -62,7 +62,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 			Config: ref("a"), Pin: pin("a"),
 			Targets:    map[string]*corev1.NodeConfigSource{"n2": nil, "n3": ref("b")},
 			TargetPins: map[string]*source.Pin{"n3": pin("b")},
-			Nodes:      []string{"n1", "n2", "n3"}, Selector: "pool=a", MaxUnavailable: intstr.FromString("34%"),
+			Nodes:      []string{"n1", "n2", "n3", "n4"}, Selector: "pool=a", MaxUnavailable: intstr.FromString("34%"),
 			Canary: 1, Soak: metav1.Duration{Duration: 2 * time.Minute}, OrderByLabel: "topology.kubernetes.io/zone",
 			Drain:        []string{"n1"},
 			DrainOptions: rollout.DrainSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}, Force: true, DeleteEmptyDirData: true},
@@ -81,6 +81,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 				"n1": {Phase: rollout.Failed, Previous: ref("old"), PreviousPin: pin("old"), Error: "rolled back", Cordoned: true, Started: &at, Finished: &at},
 				"n2": {Phase: rollout.Succeeded},
 				"n3": {Phase: rollout.InProgress, Previous: ref("old"), PreviousPin: pin("old"), Started: &at},
+				"n4": {Phase: rollout.Waiting, Queued: true, Previous: ref("old"), PreviousPin: pin("old")},
 			}}
 		written, err := store.UpdateStatus(ctx, created)
 		if err != nil {
@@ -92,7 +93,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 		}
 		sameJSON(t, "spec", want.Spec, got.Spec)
 		sameJSON(t, "status", written.Status, got.Status)
-		if got.Status.State != rollout.Halted || got.Status.Nodes["n1"].PreviousPin == nil || got.Status.Nodes["n3"].PreviousPin == nil {
+		if got.Status.State != rollout.Halted || got.Status.Nodes["n1"].PreviousPin == nil || got.Status.Nodes["n3"].PreviousPin == nil || !got.Status.Nodes["n4"].Queued {
 			t.Errorf("status read back %+v", got.Status)
 		}
 	})
