@@ -56,7 +56,9 @@ type Decision struct {
 // holds what each node's carrier and conditions showed (a node absent from
 // it does not exist), nodes the Nodes as read (for the assignment each
 // held before the rollout starts it), and assigned the nodes this client
-// assigned already, which observed may not show yet. decide does no I/O.
+// assigned already, which observed may not show yet. With queueing false
+// no node is queued (the cluster cannot store a queue). decide does no
+// I/O.
 //
 // It keeps the rollout's invariants (docs/rollout.md, "Invariants"):
 //   - halt before anything else: a failed node halts the rollout, and
@@ -73,9 +75,10 @@ type Decision struct {
 // node is done and, with a soak, has stayed healthy that long; start the
 // current wave's waiting nodes, in order, while the budget has room, and
 // queue the next ones (Queue).
-func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, now time.Time) (Decision, error) {
+func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, queueing bool, now time.Time) (Decision, error) {
 	stamp := metav1.NewMicroTime(now)
 	r, recorded := recordPhases(r, observed, stamp)
+	recorded = recordAssigned(r, assigned, stamp) || recorded
 	d := Decision{Rollout: r, Recorded: recorded}
 
 	for _, name := range r.Spec.Nodes {
@@ -116,7 +119,7 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 	}
 
 	if current == r.Status.Wave {
-		s, err := start(r, waves[current].Nodes, observed, nodes, stamp)
+		s, err := start(r, waves[current].Nodes, observed, nodes, queueing, stamp)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -198,7 +201,7 @@ type started struct {
 // started it or not. It then tops the queue up (Queue) with the next
 // waiting nodes, once half of it has gone: the queue stops at a node to be
 // drained, which is recorded cordoned only when it starts.
-func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[string]*corev1.Node, now metav1.MicroTime) (started, error) {
+func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[string]*corev1.Node, queueing bool, now metav1.MicroTime) (started, error) {
 	var s started
 	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
 	unavailable := 0
@@ -240,7 +243,10 @@ func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[st
 	// It is topped up once half of it has gone; until then the rollout is
 	// left as read, so that no node counts as queued before a write
 	// records it so.
-	size := Queue(budget)
+	size := 0
+	if queueing {
+		size = Queue(budget)
+	}
 	fresh := map[string]NodeStatus{} // the queue's nodes not queued with what they hold
 	for i, name := range rest {
 		if i >= size || slices.Contains(r.Spec.Drain, name) {
@@ -264,6 +270,23 @@ func start(r *Rollout, wave []string, observed map[string]Observed, nodes map[st
 	}
 	maps.Copy(r.Status.Nodes, fresh)
 	return s, nil
+}
+
+// recordAssigned records in progress, in r, the queued nodes that this
+// client assigned (assigned) and that r shows waiting still: their Nodes
+// may not show the assignment yet. It reports whether it changed r.
+func recordAssigned(r *Rollout, assigned map[string]bool, now metav1.MicroTime) bool {
+	changed := false
+	for name := range assigned {
+		rec := r.NodeStatus(name)
+		if rec.Phase != Waiting || !rec.Queued {
+			continue
+		}
+		rec.Phase, rec.Queued, rec.Started = InProgress, false, &now
+		r.Status.Nodes[name] = rec
+		changed = true
+	}
+	return changed
 }
 
 // held returns the assignment node holds, with its pin: what undo sends it

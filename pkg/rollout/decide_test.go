@@ -69,6 +69,8 @@ type decideInput struct {
 	// assignment.
 	nodes    map[string]*corev1.Node
 	assigned map[string]bool
+	// unqueued: the cluster cannot store a queue.
+	unqueued bool
 	now      time.Time
 }
 
@@ -105,7 +107,7 @@ func (in decideInput) decide(t *testing.T) Decision {
 	if now.IsZero() {
 		now = t0
 	}
-	d, err := decide(r, observed, nodes, in.assigned, now)
+	d, err := decide(r, observed, nodes, in.assigned, !in.unqueued, now)
 	if err != nil {
 		t.Fatalf("decide: %v", err)
 	}
@@ -357,6 +359,9 @@ func TestDecideQueue(t *testing.T) {
 		in        func() decideInput
 		want      Decision
 		wantNodes map[string]NodeStatus
+		// started lists nodes that must have a start time, besides the
+		// dequeued ones: undo takes only started nodes back.
+		started []string
 	}{
 		"the first pass starts the budget's nodes and queues the next, in one write before any assignment": {
 			in: func() decideInput { return decideInput{spec: spec} },
@@ -438,6 +443,57 @@ func TestDecideQueue(t *testing.T) {
 			},
 			want:      Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true, Queue: []string{"n11"}},
 			wantNodes: map[string]NodeStatus{"n9": {Phase: Succeeded}},
+			started:   []string{"n9"},
+		},
+		"a queued node a client started that runs its target but is not Ready is in progress, not done": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n9"] = Observed{Assigned: true, Running: true, Schedulable: true}
+				return decideInput{spec: spec, status: st, observed: obs}
+			},
+			want:      Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true, Queue: []string{"n11"}},
+			wantNodes: map[string]NodeStatus{"n9": {Phase: InProgress}},
+			started:   []string{"n9"},
+		},
+		"a queued node a client started that failed halts the rollout, and is the rollout's for undo": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n9"] = rolledBack
+				return decideInput{spec: spec, status: st, observed: obs}
+			},
+			want:      Decision{Rollout: halted("node/n9: rolled back"), Recorded: true, Final: true},
+			wantNodes: map[string]NodeStatus{"n9": {Phase: Failed, Error: "rolled back"}},
+			started:   []string{"n9"},
+		},
+		"a queued node that left the cluster is skipped, and no longer queued": {
+			in: func() decideInput {
+				st, obs := underWay()
+				return decideInput{spec: spec, status: st, observed: obs, gone: []string{"n10"}}
+			},
+			want:      Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true, Queue: []string{"n11"}},
+			wantNodes: map[string]NodeStatus{"n10": {Phase: Skipped, Error: "node not found"}},
+		},
+		"a queued node this client assigned is in progress, and takes its slot, before its Node shows it": {
+			in: func() decideInput {
+				st, obs := underWay()
+				obs["n1"] = running
+				return decideInput{spec: spec, status: st, observed: obs, assigned: map[string]bool{"n9": true}}
+			},
+			want:      Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true, Queue: []string{"n11"}},
+			wantNodes: map[string]NodeStatus{"n9": {Phase: InProgress}, "n10": {Phase: Waiting, Queued: true}},
+			started:   []string{"n9"},
+		},
+		"where the cluster cannot store a queue, nodes start after a write, and none is queued": {
+			in: func() decideInput {
+				st, obs := underWay()
+				delete(st.Nodes, "n9") // the apiserver dropped the queue
+				delete(st.Nodes, "n10")
+				obs["n1"] = running
+				return decideInput{spec: spec, status: st, observed: obs, unqueued: true}
+			},
+			want: Decision{Rollout: runningAt(0, nil), Recorded: true, Write: true,
+				Start: []string{"n9"}, Assign: []string{"n9"}},
+			wantNodes: map[string]NodeStatus{"n11": {Phase: Waiting}},
 		},
 	}
 	for name, tc := range tests {
@@ -451,9 +507,9 @@ func TestDecideQueue(t *testing.T) {
 					t.Errorf("node %s (-want +got):\n%s", n, diff)
 				}
 			}
-			for _, n := range d.Dequeue {
+			for _, n := range append(d.Dequeue, tc.started...) {
 				if rec := d.Rollout.NodeStatus(n); rec.Started == nil {
-					t.Errorf("dequeued node %s has no start time: undo would leave it alone", n)
+					t.Errorf("node %s, started from the queue, has no start time: undo would leave it alone", n)
 				}
 			}
 		})

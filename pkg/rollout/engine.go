@@ -145,6 +145,8 @@ type engine struct {
 	observations observations
 	// last is the rollout last reported in ReadOnly mode.
 	last *Rollout
+	// unqueued: the cluster's CRD cannot store a queue (checkQueued).
+	unqueued bool
 
 	// mu guards what the informers' handlers share with the loop: the
 	// resourceVersion the loop last wrote or read, whether the server
@@ -276,6 +278,14 @@ func (e *engine) loop(ctx context.Context) (*Rollout, error) {
 			return e.cur, err
 		}
 	}
+}
+
+// isStale reports whether the server holds a version of the rollout other
+// than the one the loop last read or wrote.
+func (e *engine) isStale() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stale
 }
 
 // refresh reads the rollout again when the server holds a newer version.

@@ -134,15 +134,18 @@ func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 		return InProgress, ""
 	}
 	// Waiting: a node that already runs its target is skipped, unless the
-	// rollout queued it: a client started it and the node finished before
-	// any client recorded it in progress. One that is assigned its target
-	// (by hand, or by a client that died after assigning and before
-	// recording) holds a slot like any node in progress.
+	// rollout queued it: a client started it before any client recorded it
+	// in progress, and it is done as a node in progress would be. One that
+	// is assigned its target (by hand, or by a client that died after
+	// assigning and before recording) holds a slot like any node in
+	// progress.
 	switch {
 	case o.Assigned && o.Error != "":
 		return Failed, o.Error
-	case o.Running && rec.Queued:
+	case rec.Queued && o.Running && o.Ready:
 		return Succeeded, ""
+	case rec.Queued && o.Assigned:
+		return InProgress, ""
 	case o.Running:
 		return Skipped, ""
 	case o.Assigned:
@@ -217,7 +220,7 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 		o, exists := observed[name]
 		if !exists {
 			if !rec.Phase.Finished() && rec.Phase != Failed {
-				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
+				rec.Phase, rec.Error, rec.Finished, rec.Queued = Skipped, "node not found", &now, false
 				r.Status.Nodes[name] = rec
 				changed = true
 			}
@@ -227,19 +230,21 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 		if phase == rec.Phase && msg == rec.Error {
 			continue
 		}
-		rec.Phase, rec.Error = phase, msg
-		if phase != Waiting {
+		if rec.Queued && phase != Waiting {
+			// A client started it from the queue: it is the rollout's,
+			// for undo too, whatever it came to.
 			rec.Queued = false
+			if rec.Started == nil {
+				rec.Started = &now
+			}
 		}
+		rec.Phase, rec.Error = phase, msg
 		switch phase {
 		case InProgress:
 			if rec.Started == nil {
 				rec.Started = &now
 			}
 		case Succeeded, Skipped, Failed:
-			if phase == Succeeded && rec.Started == nil {
-				rec.Started = &now // a queued node no client saw in progress
-			}
 			rec.Finished = &now
 		}
 		r.Status.Nodes[name] = rec

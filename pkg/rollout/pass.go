@@ -23,17 +23,6 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err := e.refresh(ctx); err != nil {
 		return true, err
 	}
-	if !e.opts.ReadOnly {
-		if ok, err := e.takeState(ctx); !ok || err != nil {
-			return err != nil, err
-		}
-		if e.cur.Status.State != Running {
-			if e.cur.Status.State == Done {
-				return true, nil
-			}
-			return true, stateError(e.cur)
-		}
-	}
 	now := e.opts.Clock.Now()
 	observed, nodes, err := observeNodes(e.cur, e.getNode, e.observations.observe)
 	if err != nil {
@@ -44,7 +33,16 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		r.Status.State = r.State()
 		return e.follow(r, observed)
 	}
-	d, err := decide(e.cur, observed, nodes, e.assigned, now)
+	if ok, err := e.takeState(ctx, observed, now); !ok || err != nil {
+		return err != nil, err
+	}
+	if e.cur.Status.State != Running {
+		if e.cur.Status.State == Done {
+			return true, nil
+		}
+		return true, stateError(e.cur)
+	}
+	d, err := decide(e.cur, observed, nodes, e.assigned, !e.unqueued, now)
 	if err != nil {
 		return true, err
 	}
@@ -93,6 +91,12 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 			rest = append(rest, name)
 		}
 	}
+	if len(first) > 0 && e.isStale() {
+		// Another client wrote the rollout since this pass read it: the
+		// operator may have paused or aborted it. Look again first.
+		e.poke()
+		return false, nil
+	}
 	if name, err := e.startNodes(ctx, d.Rollout, first, nodes); err != nil {
 		return e.halt(ctx, d.Rollout, name, err, now, observed)
 	}
@@ -102,6 +106,7 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		if err != nil || !ok {
 			return err != nil, err
 		}
+		e.checkQueued(ctx, d.Queue)
 	} else if d.Recorded {
 		// Keep the lazy phases, with their times, for the next write; the
 		// resourceVersion stays the one read.
@@ -136,14 +141,19 @@ func (e *engine) halt(ctx context.Context, r *Rollout, node string, err error, n
 
 // takeState records the state the rollout's spec asks for (Rollout.State)
 // when its status does not show it yet: the operator paused, resumed or
-// aborted it, or no driver has looked at it. It reports false when another
-// client wrote the rollout first; the pass is then redone on fresh state.
-func (e *engine) takeState(ctx context.Context) (bool, error) {
+// aborted it, or no driver has looked at it. The same write records each
+// node's phase as observed, and the queued nodes this client assigned in
+// progress, so that a pause or abort that came while it assigned them
+// leaves them recorded. It reports false when another client wrote the
+// rollout first; the pass is then redone on fresh state.
+func (e *engine) takeState(ctx context.Context, observed map[string]Observed, now time.Time) (bool, error) {
 	want := e.cur.State()
 	if want == e.cur.Status.State {
 		return true, nil
 	}
-	r := e.cur.DeepCopy()
+	stamp := metav1.NewMicroTime(now)
+	r, _ := recordPhases(e.cur, observed, stamp)
+	recordAssigned(r, e.assigned, stamp)
 	r.Status.State, r.Status.Reason = want, ""
 	if want == Aborted {
 		r.Status.Reason = "aborted (spec.aborted)"
@@ -200,4 +210,17 @@ func (e *engine) notify(r *Rollout, observed map[string]Observed) {
 	if e.opts.OnChange != nil {
 		e.opts.OnChange(r.DeepCopy(), observed)
 	}
+}
+
+// checkQueued turns the queue off for the rest of the run when the rollout
+// as written does not hold the nodes queued (d.Queue) that the write
+// asked for: the cluster's CRD predates the field, and the apiserver drops
+// it. Each pass would otherwise write the queue again, to no effect.
+func (e *engine) checkQueued(ctx context.Context, queued []string) {
+	if len(queued) == 0 || slices.ContainsFunc(queued, func(n string) bool { return e.cur.NodeStatus(n).Queued }) {
+		return
+	}
+	e.unqueued = true
+	klog.FromContext(ctx).Info("The cluster's NodeConfigRollout CRD drops status.nodes[].queued: starting each node after a write of the rollout, without a queue; apply deploy/crds.yaml to update it",
+		"rollout", e.cur.Name)
 }

@@ -460,3 +460,52 @@ func TestRunAssignsQueuedNodesBeforeItWritesTheRollout(t *testing.T) {
 		}
 	}
 }
+
+// TestRunWithoutAQueueWhereTheCRDDropsIt: on a cluster whose CRD predates
+// status.nodes[].queued, the apiserver drops the field. The engine then
+// starts each node after a write, as without a queue, rather than write
+// the queue again on every pass.
+func TestRunWithoutAQueueWhereTheCRDDropsIt(t *testing.T) {
+	fleet, names := newFleet(t, 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := &fakeAgents{client: fleet, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents.run(ctx, t)
+	store := startRollout(t, fleet, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(8)})
+	var (
+		mu sync.Mutex
+		// asked counts the writes that asked for a queue.
+		asked int
+	)
+	store.Client.(*dynamicfake.FakeDynamicClient).PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).Object
+		nodes, _, _ := unstructured.NestedMap(obj, "status", "nodes")
+		queued := false
+		for _, ns := range nodes {
+			_, q := ns.(map[string]any)["queued"]
+			queued = queued || q
+			delete(ns.(map[string]any), "queued")
+		}
+		if queued {
+			_ = unstructured.SetNestedMap(obj, nodes, "status", "nodes")
+			mu.Lock()
+			asked++
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+
+	r, err := Run(ctx, fleet, store, "r1", Options{Resync: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Status.State != Done {
+		t.Errorf("state %s, want Done", r.Status.State)
+	}
+	agents.checkBudgetAndOnce(t, names, 8)
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("%d writes asked for a queue, want 1: the one that found the CRD drops it", asked)
+	}
+}

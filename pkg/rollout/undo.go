@@ -13,7 +13,10 @@ import (
 // started goes back to its Previous assignment, in orig's order, with its
 // budget, canary, soak and drain, under its previous pin (the bytes it was
 // assigned before; a node that held no pin gets none, and its agent refuses
-// until it is assigned again).
+// until it is assigned again). The nodes orig queued go back too: a client
+// may have started one that no write of orig records in progress yet (a
+// pause or abort that came while it assigned it); the others hold their
+// Previous already, and the undo skips them.
 func UndoSpec(orig *Rollout) (Spec, error) {
 	spec := Spec{
 		Targets:        map[string]*corev1.NodeConfigSource{},
@@ -30,10 +33,15 @@ func UndoSpec(orig *Rollout) (Spec, error) {
 	if spec.MaxUnavailable == (intstr.IntOrString{}) {
 		spec.MaxUnavailable = intstr.FromInt32(1)
 	}
+	started := 0
 	for _, n := range orig.Spec.Nodes {
 		ns := orig.NodeStatus(n)
-		if ns.Phase == Waiting || ns.Phase == Skipped || ns.Started == nil {
+		switch {
+		case ns.Phase == Waiting && ns.Queued:
+		case ns.Phase == Waiting || ns.Phase == Skipped || ns.Started == nil:
 			continue
+		default:
+			started++
 		}
 		spec.Nodes = append(spec.Nodes, n)
 		spec.Targets[n] = ns.Previous
@@ -41,7 +49,7 @@ func UndoSpec(orig *Rollout) (Spec, error) {
 			spec.TargetPins[n] = ns.PreviousPin
 		}
 	}
-	if len(spec.Nodes) == 0 {
+	if started == 0 {
 		return spec, errors.New("nothing to undo: the rollout started no node")
 	}
 	return spec, nil

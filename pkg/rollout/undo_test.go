@@ -25,15 +25,16 @@ func TestUndoSpec(t *testing.T) {
 		"n2": {Phase: Failed, Started: &now}, // was on its local config
 		"n3": {Phase: Skipped},
 		"n4": {Phase: InProgress, Previous: cm("older"), Started: &now},
+		"n5": {Phase: Waiting, Queued: true, Previous: cm("old")}, // maybe started, not recorded so yet
 	}
 	got, err := UndoSpec(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Spec{
-		Targets:        map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil, "n4": cm("older")},
+		Targets:        map[string]*corev1.NodeConfigSource{"n1": cm("old"), "n2": nil, "n4": cm("older"), "n5": cm("old")},
 		TargetPins:     map[string]*source.Pin{"n1": source.NewPin(cm("old"), []byte("old bytes"), nil)},
-		Nodes:          []string{"n1", "n2", "n4"},
+		Nodes:          []string{"n1", "n2", "n4", "n5"},
 		MaxUnavailable: intstr.FromString("50%"),
 		Canary:         1,
 		Drain:          []string{"n2"},
@@ -49,8 +50,12 @@ func TestUndoSpec(t *testing.T) {
 		}
 	}
 
-	untouched := New("kube-system", "r2", Spec{Config: cm("new"), Nodes: []string{"n1"}})
+	untouched := New("kube-system", "r2", Spec{Config: cm("new"), Nodes: []string{"n1", "n2"}})
 	if _, err := UndoSpec(untouched); errString(err) != "nothing to undo: the rollout started no node" {
 		t.Errorf("undo of an untouched rollout: %v", err)
+	}
+	untouched.Status.Nodes = map[string]NodeStatus{"n2": {Phase: Waiting, Queued: true}}
+	if _, err := UndoSpec(untouched); errString(err) != "nothing to undo: the rollout started no node" {
+		t.Errorf("undo of a rollout that only queued a node: %v", err)
 	}
 }

@@ -61,8 +61,10 @@ func NewCmdUndo(f genericclioptions.RESTClientGetter, streams genericiooptions.I
 		Long: `Take every node a rollout started back to the assignment it had before
 (another config, or its local config), as a new rollout under the same
 budget, canary and drain rules. Nodes the rollout skipped or never started
-are left alone. --latest undoes the newest rollout that is not itself an
-undo, instead of NAME. A running or paused rollout is aborted first.
+are left alone; the nodes it had queued to start next are covered, and
+skipped where they still hold what they held. --latest undoes the newest
+rollout that is not itself an undo, instead of NAME. A running or paused
+rollout is aborted first.
 
 With ncp/POOL, point the NodeConfigPool back at the config of revision
 --to-revision (default: the one before the current), pinned to the bytes
