@@ -213,6 +213,12 @@ type fakeAgents struct {
 	overlaps int
 }
 
+// newAgents returns fake agents on client's nodes whose restarts take
+// restart; run starts them.
+func newAgents(client kubernetes.Interface, restart time.Duration) *fakeAgents {
+	return &fakeAgents{client: client, restart: restart, busy: map[string]bool{}, applies: map[string]int{}}
+}
+
 func (a *fakeAgents) run(ctx context.Context, t *testing.T) {
 	w, err := a.client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -364,7 +370,7 @@ func TestRunRollsOutUnderBudget(t *testing.T) {
 	client, names := newFleet(t, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: client, restart: 30 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(client, 30*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
 
@@ -402,8 +408,8 @@ func TestRunSlidesTheBudgetWithoutASoak(t *testing.T) {
 	client, names := newFleet(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: client, restart: 20 * time.Millisecond, slow: map[string]time.Duration{"n2": time.Second},
-		busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(client, 20*time.Millisecond)
+	agents.slow = map[string]time.Duration{"n2": time.Second}
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(2)})
 	if _, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond}); err != nil {
@@ -423,8 +429,8 @@ func TestRunHaltsOnCanaryError(t *testing.T) {
 	client, names := newFleet(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{},
-		bad: func(src *corev1.NodeConfigSource) bool { return src != nil && src.ConfigMap.Name == "bad" }}
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.bad = func(src *corev1.NodeConfigSource) bool { return src != nil && src.ConfigMap.Name == "bad" }
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("bad"), Nodes: names, Canary: 1, MaxUnavailable: intstr.FromInt32(3)})
 
@@ -449,7 +455,7 @@ func TestRunResumesWhatADeadClientRecorded(t *testing.T) {
 	client, names := newFleet(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(client, 10*time.Millisecond)
 	agents.run(ctx, t)
 	// A client recorded n1 and n2 and died: n1 was assigned, n2 was not.
 	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
@@ -516,7 +522,7 @@ func TestRunDrainsOnlyListedNodes(t *testing.T) {
 	client, names := newFleet(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: client, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(client, 10*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1), Drain: []string{"n2"}})
 	d := &fakeDrainer{}
@@ -539,7 +545,7 @@ func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Update(ctx, n3, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	agents := &fakeAgents{client: client, restart: 50 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(client, 50*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2)})
 	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})

@@ -105,7 +105,7 @@ func TestRunStartsAWaveAtOnceWithinBudget(t *testing.T) {
 	client := &patchCounter{Interface: fakeClient, delay: 30 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: fakeClient, restart: 100 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(fakeClient, 100*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(5)})
 
@@ -176,7 +176,7 @@ func TestRunDetectsTheCarrierPerKindOfNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &patchCounter{Interface: fakeClient}
-	agents := &fakeAgents{client: fakeClient, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(fakeClient, 10*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
 
@@ -402,7 +402,7 @@ func TestRunAssignsQueuedNodesBeforeItWritesTheRollout(t *testing.T) {
 	fleet, names := newFleet(t, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: fleet, restart: 20 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(fleet, 20*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, fleet, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
 
@@ -469,7 +469,7 @@ func TestRunWithoutAQueueWhereTheCRDDropsIt(t *testing.T) {
 	fleet, names := newFleet(t, 40)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agents := &fakeAgents{client: fleet, restart: 10 * time.Millisecond, busy: map[string]bool{}, applies: map[string]int{}}
+	agents := newAgents(fleet, 10*time.Millisecond)
 	agents.run(ctx, t)
 	store := startRollout(t, fleet, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(8)})
 	var (
