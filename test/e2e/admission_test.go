@@ -66,37 +66,35 @@ func TestAdmissionPolicy(t *testing.T) {
 	srcB := srcA.DeepCopy()
 	srcB.ConfigMap.Name = "policy-b"
 	// annotationPatch sets annotation key to value, or removes it for "".
-	annotationPatch := func(key, value string) []byte {
-		t.Helper()
-		var v any
-		if value != "" {
-			v = value
-		}
-		p, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	// assignPatch writes src in kubectl-dkc.io/config-source, as the
 	// operator's assign does (nil: removes it).
 	assignPatch := func(src *corev1.NodeConfigSource) []byte {
 		t.Helper()
 		if src == nil {
-			return annotationPatch(source.AssignedAnnotation, "")
+			return annotationPatch(t, source.AssignedAnnotation, "")
 		}
 		v, err := json.Marshal(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return annotationPatch(source.AssignedAnnotation, string(v))
+		return annotationPatch(t, source.AssignedAnnotation, string(v))
 	}
-	pinPatch := func(digest string) []byte {
+	// pinJSON is a pin of srcA's reference to the bytes seed, as dkc
+	// writes it (the policy kubectl-dkc-node-opt-in refuses other forms).
+	pinJSON := func(seed string) string {
 		t.Helper()
-		if digest == "" {
-			return annotationPatch(pinAnnotation, "")
+		v, err := json.Marshal(source.NewPin(srcA, []byte(seed), nil))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return annotationPatch(pinAnnotation, `{"digest":"`+digest+`"}`)
+		return string(v)
+	}
+	pinPatch := func(seed string) []byte {
+		t.Helper()
+		if seed == "" {
+			return annotationPatch(t, pinAnnotation, "")
+		}
+		return annotationPatch(t, pinAnnotation, pinJSON(seed))
 	}
 	// patchAs patches the Node (subresource "" or "status") with client.
 	patchAs := func(client kubernetes.Interface, patch []byte, dryRun bool, subresource ...string) error {
@@ -186,12 +184,12 @@ func TestAdmissionPolicy(t *testing.T) {
 			if sub != "" {
 				subs, resource = []string{sub}, "nodes/"+sub
 			}
-			if err := patchAs(nodeClient, pinPatch("sha256:aa"), false, subs...); !pinDenied(err) {
+			if err := patchAs(nodeClient, pinPatch("a"), false, subs...); !pinDenied(err) {
 				t.Errorf("node adding %s through %s: err %v, want Forbidden with %q", pinAnnotation, resource, err, pinPolicyMessage)
 			}
 		}
 		// The operator pins, on the Node itself.
-		if err := patchAs(c.Client, pinPatch("sha256:aa"), false); err != nil {
+		if err := patchAs(c.Client, pinPatch("a"), false); err != nil {
 			t.Fatalf("operator setting %s: %v", pinAnnotation, err)
 		}
 		for _, sub := range []string{"", "status"} {
@@ -200,28 +198,28 @@ func TestAdmissionPolicy(t *testing.T) {
 			if sub != "" {
 				subs, resource = []string{sub}, "nodes/"+sub
 			}
-			if err := patchAs(nodeClient, pinPatch("sha256:bb"), false, subs...); !pinDenied(err) {
+			if err := patchAs(nodeClient, pinPatch("b"), false, subs...); !pinDenied(err) {
 				t.Errorf("node changing %s through %s: err %v, want Forbidden with %q", pinAnnotation, resource, err, pinPolicyMessage)
 			}
 			if err := patchAs(nodeClient, pinPatch(""), false, subs...); !pinDenied(err) {
 				t.Errorf("node removing %s through %s: err %v, want Forbidden with %q", pinAnnotation, resource, err, pinPolicyMessage)
 			}
-			if err := patchAs(agentClient, pinPatch("sha256:bb"), true, "status"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), pinAnnotation) {
+			if err := patchAs(agentClient, pinPatch("b"), true, "status"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), pinAnnotation) {
 				t.Errorf("agent changing %s through nodes/status (dry run): err %v, want Forbidden naming it", pinAnnotation, err)
 			}
 		}
-		if err := patchAs(c.Client, pinPatch("sha256:bb"), true, "status"); !pinDenied(err) {
+		if err := patchAs(c.Client, pinPatch("b"), true, "status"); !pinDenied(err) {
 			t.Errorf("admin changing %s on nodes/status (dry run): %v, want the policy's denial: pins are made on the Node", pinAnnotation, err)
 		}
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := node.Annotations[pinAnnotation]; got != `{"digest":"sha256:aa"}` {
+		if got := node.Annotations[pinAnnotation]; got != pinJSON("a") {
 			t.Errorf("%s after the node's attempts = %q, want the operator's", pinAnnotation, got)
 		}
 		_, err = nodeClient.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, Annotations: map[string]string{pinAnnotation: `{"digest":"sha256:cc"}`},
+			Name: n.Name, Annotations: map[string]string{pinAnnotation: pinJSON("c")},
 		}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if !pinDenied(err) {
 			t.Errorf("node creating its Node with %s: err %v, want Forbidden with %q", pinAnnotation, err, pinPolicyMessage)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 
@@ -17,4 +18,19 @@ func nodeConfig(t testing.TB, n *framework.Node, edit func(cfg map[string]any)) 
 		t.Fatal(err)
 	}
 	return framework.ConfigWith(t, local, edit)
+}
+
+// annotationPatch is a merge patch that sets annotation key of a Node to
+// value, or removes it when value is "".
+func annotationPatch(t *testing.T, key, value string) []byte {
+	t.Helper()
+	var v any
+	if value != "" {
+		v = value
+	}
+	p, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,0 +1,98 @@
+package cmd_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDocsAuthorityTable holds docs/security.md's authority table to the
+// end-to-end tests it cites: every test it names exists, with each
+// subtest's name in the test's file, and every subtest of TestAuthority,
+// which proves the table on real components, is cited by a row. A row
+// that claims something names a test, but for root on a node.
+func TestDocsAuthorityTable(t *testing.T) {
+	d := docsByPath(t)["docs/security.md"]
+	begin, end := -1, -1
+	for i, l := range d.lines {
+		switch strings.TrimSpace(l) {
+		case "<!-- BEGIN AUTHORITY TABLE -->":
+			begin = i
+		case "<!-- END AUTHORITY TABLE -->":
+			end = i
+		}
+	}
+	if begin < 0 || end < begin {
+		t.Fatal("docs/security.md: no authority table between <!-- BEGIN AUTHORITY TABLE --> and <!-- END AUTHORITY TABLE -->")
+	}
+	sub := doc{path: d.path, lines: d.lines[begin:end]}
+	tables := sub.tables()
+	if len(tables) != 1 || len(tables[0].header) != 5 || tables[0].header[4] != "Proven by" {
+		t.Fatalf("docs/security.md:%d: want one table whose last of five columns is Proven by, got %d tables", begin+1, len(tables))
+	}
+	sources := e2eSources(t)
+	cited := map[string]bool{}
+	testName := regexp.MustCompile("`(Test[A-Za-z0-9]+(?:/[^`]+)?)`")
+	for _, r := range tables[0].rows {
+		at := d.at(begin + r.line)
+		names := testName.FindAllStringSubmatch(r.cells[4], -1)
+		if len(names) == 0 && !strings.Contains(r.cells[0], "Root on a node") {
+			t.Errorf("%s: row %s cites no test", at, r.cells[0])
+		}
+		for _, m := range names {
+			parts := strings.Split(m[1], "/")
+			file, ok := definingFile(sources, parts[0])
+			if !ok {
+				t.Errorf("%s: %s: no func %s in test/e2e", at, m[1], parts[0])
+				continue
+			}
+			for _, p := range parts[1:] {
+				if !strings.Contains(sources[file], `"`+p+`"`) {
+					t.Errorf("%s: %s: %s has no subtest or case %q", at, m[1], file, p)
+				}
+			}
+			if parts[0] == "TestAuthority" && len(parts) == 2 {
+				cited[parts[1]] = true
+			}
+		}
+	}
+	file, ok := definingFile(sources, "TestAuthority")
+	if !ok {
+		t.Fatal("no func TestAuthority in test/e2e")
+	}
+	for _, m := range regexp.MustCompile(`t\.Run\("([^"]+)"`).FindAllStringSubmatch(sources[file], -1) {
+		if !cited[m[1]] {
+			t.Errorf("docs/security.md: the authority table cites no TestAuthority/%s (%s)", m[1], file)
+		}
+	}
+}
+
+// e2eSources returns the Go files of test/e2e by name.
+func e2eSources(t *testing.T) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob("../test/e2e/*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(p, "../")] = string(b)
+	}
+	return out
+}
+
+// definingFile returns the file of sources that defines func name.
+func definingFile(sources map[string]string, name string) (string, bool) {
+	for f, src := range sources {
+		if strings.Contains(src, "\nfunc "+name+"(t *testing.T)") {
+			return f, true
+		}
+	}
+	return "", false
+}
