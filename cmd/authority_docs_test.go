@@ -6,6 +6,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // TestDocsAuthorityTable holds docs/security.md's authority table to the
@@ -95,4 +102,50 @@ func definingFile(sources map[string]string, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// TestUnsafeClassRoles holds deploy/ to the classes: every class that needs
+// an opt-in has its ClusterRole in deploy/roles.yaml, granting use on that
+// class alone, and the rollout policy lists the classes in --allow-unsafe's
+// order.
+func TestUnsafeClassRoles(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/roles.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]rbacv1.ClusterRole{}
+	for _, d := range strings.Split(string(raw), "\n---\n") {
+		var r rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(d), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == "ClusterRole" {
+			roles[r.Name] = r
+		}
+	}
+	var refused []string
+	for _, c := range kubeletconfig.Classes() {
+		if !c.RefusedByDefault() {
+			continue
+		}
+		refused = append(refused, "'"+string(c)+"'")
+		name := source.UnsafeClassRole(string(c))
+		want := []rbacv1.PolicyRule{{APIGroups: []string{source.Group}, Resources: []string{source.UnsafeClassesResource},
+			ResourceNames: []string{string(c)}, Verbs: []string{source.UseVerb}}}
+		got, ok := roles[name]
+		if !ok {
+			t.Errorf("deploy/roles.yaml has no ClusterRole %s for class %s", name, c)
+			continue
+		}
+		if diff := cmp.Diff(want, got.Rules); diff != "" {
+			t.Errorf("ClusterRole %s (-want +got):\n%s", name, diff)
+		}
+	}
+	policy, err := os.ReadFile("../deploy/admission-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[" + strings.Join(refused, ", ") + "]"; !strings.Contains(string(policy), want) {
+		t.Errorf("deploy/admission-policy.yaml's kubectl-dkc-rollout-opt-in lists the known classes other than %s", want)
+	}
 }
