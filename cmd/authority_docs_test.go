@@ -145,7 +145,18 @@ func TestUnsafeClassRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "[" + strings.Join(refused, ", ") + "]"; !strings.Contains(string(policy), want) {
-		t.Errorf("deploy/admission-policy.yaml's kubectl-dkc-rollout-opt-in lists the known classes other than %s", want)
+	// Policies 3 to 5 (pin, rollout, pool) each know the classes, and
+	// check each with a message of its own.
+	if want := "[" + strings.Join(refused, ", ") + "]"; strings.Count(string(policy), want) != 3 {
+		t.Errorf("deploy/admission-policy.yaml: want the three opt-in policies to list the known classes as %s", want)
+	}
+	for _, c := range refused {
+		c = strings.Trim(c, "'")
+		check := "name('" + c + "').check('use')"
+		msg := source.UnsafeClassDenied(c)
+		if strings.Count(string(policy), check) != 3 || strings.Count(string(policy), msg) != 3 {
+			t.Errorf("deploy/admission-policy.yaml: want three checks %s with the message %q, got %d and %d",
+				check, msg, strings.Count(string(policy), check), strings.Count(string(policy), msg))
+		}
 	}
 }
