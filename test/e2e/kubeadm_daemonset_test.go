@@ -319,8 +319,12 @@ func TestKubeadmDaemonSet(t *testing.T) {
 		mustDKC(t, c, "", "assign", n.Name, "--config", "kubeadm-pids")
 		st := eventuallyStatus(t, c, n.Name, 4*time.Minute, Assigned("kubeadm-pids"), AnyError())
 		t.Logf("%s: error: %s", n.Name, st.Error)
-		if want := "new pod kube-system/dkc-probe-" + n.Name; !strings.Contains(st.Error, want) {
-			t.Errorf("status.error = %q, want it to name %q", st.Error, want)
+		// The probe's own words (deploy/probe-pod.yaml's
+		// FallbackToLogsOnError): it could not start its processes.
+		for _, want := range []string{"new pod kube-system/dkc-probe-" + n.Name + " did not run", "start process"} {
+			if !strings.Contains(st.Error, want) {
+				t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
+			}
 		}
 		if st.Active != nil || st.LastKnownGood != nil {
 			t.Errorf("active %v, lastKnownGood %v; want neither (the local config)", st.Active, st.LastKnownGood)
