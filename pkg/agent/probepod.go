@@ -186,7 +186,7 @@ func probePodState(pod *corev1.Pod) (ready, failed bool, state string) {
 			}
 		case cs.State.Terminated != nil:
 			t := cs.State.Terminated
-			parts = append(parts, fmt.Sprintf("container %s terminated: %s, exit code %d %s", cs.Name, t.Reason, t.ExitCode, strings.TrimSpace(t.Message)))
+			parts = append(parts, strings.TrimSpace(fmt.Sprintf("container %s terminated: %s, exit code %d %s", cs.Name, t.Reason, t.ExitCode, lastLine(t.Message))))
 		case cs.State.Running != nil:
 			parts = append(parts, fmt.Sprintf("container %s running, not ready", cs.Name))
 		}
@@ -197,6 +197,15 @@ func probePodState(pod *corev1.Pod) (ready, failed bool, state string) {
 		}
 	}
 	return false, failed, strings.TrimSpace(strings.Join(parts, "; "))
+}
+
+// lastLine is the last line of msg that is not blank: of a terminated
+// container's message, which with terminationMessagePolicy
+// FallbackToLogsOnError is the end of its log, the program's last words
+// (the probe's "error: ..."), without a stack dump before them.
+func lastLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // stuckReasons are the waiting reasons of a container that will not start

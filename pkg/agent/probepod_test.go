@@ -25,7 +25,7 @@ var (
 	// a pids limit below what it needs.
 	probeForkFailed = corev1.PodStatus{Phase: corev1.PodFailed,
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "probe", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			Reason: "Error", ExitCode: 1, Message: "error: start process 3 of 8: fork/exec /kubectl-dkc-probe: resource temporarily unavailable"}}}}}
+			Reason: "Error", ExitCode: 1, Message: "goroutine 1 [running]:\nmain.main()\n\nerror: start process 3 of 8: fork/exec /kubectl-dkc-probe: resource temporarily unavailable\n"}}}}}
 	probeImagePull = corev1.PodStatus{Phase: corev1.PodPending,
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "probe", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 			Reason: "ErrImagePull", Message: "failed to pull image"}}}}}
@@ -126,7 +126,7 @@ func TestNewPodCheck(t *testing.T) {
 			wantCondition: "False RolledBack",
 			wantRestarts:  []string{"Restart", "Restart"},
 			wantCalls:     []string{"delete", "create", "delete", "delete", "create", "delete"},
-			wantError:     "health gate: new pod kube-system/dkc-probe-n1 did not run: phase Failed; container probe terminated: Error, exit code 1 error: start process 3 of 8",
+			wantError:     "health gate: new pod kube-system/dkc-probe-n1 did not run: phase Failed; container probe terminated: Error, exit code 1 error: start process 3 of 8: fork/exec /kubectl-dkc-probe: resource temporarily unavailable",
 		},
 		"cannot start before the restart: not judged, the gate passes": {
 			status:        func(int) corev1.PodStatus { return probeImagePull },
@@ -182,8 +182,11 @@ func TestNewPodCheck(t *testing.T) {
 			if tc.wantError == "" && st.Error != "" {
 				t.Errorf("status error %q, want none", st.Error)
 			}
-			if !strings.Contains(st.Error, tc.wantError) {
-				t.Errorf("status error %q does not contain %q", st.Error, tc.wantError)
+			if !strings.HasSuffix(st.Error, tc.wantError) {
+				t.Errorf("status error %q does not end with %q", st.Error, tc.wantError)
+			}
+			if strings.Contains(st.Error, "\n") {
+				t.Errorf("status error %q holds more than the probe's last line", st.Error)
 			}
 			if tc.wantError != "" {
 				diff(t, "kubelet config after the rollback", local, string(e.writer.Current))

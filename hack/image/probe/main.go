@@ -137,8 +137,11 @@ func runChild(in io.Reader, out io.Writer) {
 func startChildren(self string, n int) ([]child, error) {
 	var children []child
 	for i := range n {
+		// A child's stderr is dropped: a Go runtime that cannot make a
+		// thread dumps its stacks there, and the probe's own last line
+		// (main's "error: ...") is what a terminated container's message
+		// should end with.
 		cmd := exec.Command(self, "-child")
-		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err == nil {
 			var stdout io.ReadCloser
@@ -147,7 +150,9 @@ func startChildren(self string, n int) ([]child, error) {
 					children = append(children, child{cmd: cmd, stdin: stdin})
 					buf := make([]byte, 3)
 					if _, rerr := io.ReadFull(stdout, buf); rerr != nil || string(buf) != "up\n" {
-						err = fmt.Errorf("it did not say it runs: %v", rerr)
+						_ = stdin.Close()
+						children = children[:len(children)-1]
+						err = fmt.Errorf("it did not say it runs (%v)", cmd.Wait())
 					}
 				}
 			}

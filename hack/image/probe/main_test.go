@@ -16,9 +16,12 @@ import (
 // TestMain runs the test binary as a child of TestChildren when
 // PROBE_TEST_CHILD says so (its -child flag is not the test binary's).
 func TestMain(m *testing.M) {
-	if os.Getenv("PROBE_TEST_CHILD") == "1" {
+	switch os.Getenv("PROBE_TEST_CHILD") {
+	case "1":
 		runChild(os.Stdin, os.Stdout)
 		os.Exit(0)
+	case "crash": // as a Go runtime that could not make a thread
+		os.Exit(2)
 	}
 	os.Exit(m.Run())
 }
@@ -121,6 +124,12 @@ func TestChildren(t *testing.T) {
 		if c.cmd.ProcessState == nil || !c.cmd.ProcessState.Success() {
 			t.Errorf("child %v: %v, want it ended with 0", c.cmd.Process, c.cmd.ProcessState)
 		}
+	}
+
+	t.Setenv("PROBE_TEST_CHILD", "crash")
+	_, err = startChildren(self, 2)
+	if want := "start process 1 of 2: it did not say it runs (exit status 2)"; err == nil || err.Error() != want {
+		t.Errorf("startChildren of children that crash: %v, want %q", err, want)
 	}
 
 	_, err = startChildren(filepath.Join(t.TempDir(), "nothing"), 2)
