@@ -326,6 +326,9 @@ func TestKubeadmDaemonSet(t *testing.T) {
 				t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
 			}
 		}
+		if strings.Contains(st.Error, "\n") {
+			t.Errorf("status.error holds more than the probe's last line: %q", st.Error)
+		}
 		if st.Active != nil || st.LastKnownGood != nil {
 			t.Errorf("active %v, lastKnownGood %v; want neither (the local config)", st.Active, st.LastKnownGood)
 		}
