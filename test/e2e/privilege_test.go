@@ -248,11 +248,13 @@ func TestPrivilege(t *testing.T) {
 			edit func(p *corev1.Pod)
 			want string
 		}{
-			"on another node":     {func(p *corev1.Pod) { p.Spec.NodeName = b.Name }, "may create and delete only pods bound to its own node"},
-			"without the label":   {func(p *corev1.Pod) { p.Labels = nil }, "which carry the label kubectl-dkc.io/probe-pod=true"},
-			"of another image":    {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example/kubectl-dkc-agent:v1" }, "runs only the image kubectl-dkc-probe"},
-			"with an init image":  {func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "busybox"}} }, "runs only the image kubectl-dkc-probe"},
-			"privileged":          {func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true) }, "asks for no privileges"},
+			"on another node":    {func(p *corev1.Pod) { p.Spec.NodeName = b.Name }, "may create and delete only pods bound to its own node"},
+			"without the label":  {func(p *corev1.Pod) { p.Labels = nil }, "which carry the label kubectl-dkc.io/probe-pod=true"},
+			"of another image":   {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example/kubectl-dkc-agent:v1" }, "runs only the image kubectl-dkc-probe"},
+			"with an init image": {func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "busybox"}} }, "runs only the image kubectl-dkc-probe"},
+			"privileged": {func(p *corev1.Pod) {
+				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			}, "asks for no privileges"},
 			"escalating":          {func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil }, "asks for no privileges"},
 			"in the host network": {func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "uses no host namespace"},
 			"with a hostPath": {func(p *corev1.Pod) {
@@ -261,7 +263,9 @@ func TestPrivilege(t *testing.T) {
 			"with a Secret in env": {func(p *corev1.Pod) {
 				p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}
 			}, "takes no Secret or ConfigMap"},
-			"with a token": {func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }, "has no service account token"},
+			// The ServiceAccount admission plugin mounts the token as a
+			// projected volume, which the volume rule refuses first.
+			"with a token": {func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }, "service account token"},
 		} {
 			if err := create(probe(tc.edit)); !deniedWith(err, tc.want) {
 				t.Errorf("agent on %s creating a probe pod %s: err %v, want Forbidden with %q", a.Name, what, err, tc.want)
