@@ -23,7 +23,7 @@ import (
 // pull the images from the registry.
 func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir string, agentArgs []string, logf func(string, ...any)) error {
 	var archives []string
-	for _, kind := range []string{"agent", "controller", "pause"} {
+	for _, kind := range []string{"agent", "controller", "probe", "pause"} {
 		archive := filepath.Join(imagesDir, "kubectl-dkc-"+kind+".oci.tar")
 		if _, err := os.Stat(archive); err != nil {
 			return fmt.Errorf("%s image: %w (run make image)", kind, err)
@@ -35,7 +35,7 @@ func deployDaemonSet(ctx context.Context, c *framework.Cluster, root, imagesDir 
 		return err
 	}
 	logf("pushed %s to the registry %s", strings.Join(refs, ", "), c.Registry)
-	refs = refs[:2] // the agent's and the controller's
+	refs = refs[:3] // the agent's, the controller's and the probe pod's
 	dir, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join(root, "deploy"), Images: refs, AgentArgs: agentArgs})
 	if err != nil {
 		return err

@@ -83,6 +83,10 @@ type Agent struct {
 	// kubelet's config where the record says and before the agent talks to
 	// the apiserver: the point a service manager may start the kubelet.
 	Started func()
+	// ProbePod, when set, makes the health gate start a pod on the node
+	// after a restart and wait for it to be Ready (probepod.go); nil turns
+	// that check off.
+	ProbePod *ProbePod
 	// Confinement, when set, makes the agent check after start-up that the
 	// admission policies confine its identity, and start syncing only then
 	// (confinement.go); nil skips the check.
@@ -162,6 +166,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	// the agent's identity.
 	if !a.awaitConfinement(ctx) {
 		return nil
+	}
+	if a.ProbePod == nil {
+		logger.Info("The health gate's new-pod check is off: no probe pod template (--probe-pod-template)")
+	} else {
+		// A probe pod left by an agent that died in a gate.
+		a.deleteProbePod(ctx)
 	}
 
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(

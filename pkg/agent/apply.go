@@ -78,6 +78,12 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, o *observed) outco
 		a.Metrics.Applies.WithLabelValues(ResultFailed).Inc()
 		return outcome{err: err} // reported with what the kubelet's config holds
 	}
+	// The new-pod check judges the config only if a new pod runs on
+	// the node as it is now (probepod.go).
+	newPods, unjudged := a.probeBefore(ctx)
+	if ctx.Err() != nil {
+		return outcome{err: ctx.Err()}
+	}
 
 	// Commit: one write names want, with its trial start, so that a
 	// restarted agent puts want on the kubelet even if this one dies
@@ -97,7 +103,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, o *observed) outco
 	// Once the restarted kubelet shows want in its configz, status names
 	// want as active while the gate waits for its Ready.
 	running := func() { a.reportRunning(ctx, node, c, want) }
-	restarted, _, err := a.activate(ctx, want, as.payload, current, gating{kubelet: true, pods: &base}, running)
+	restarted, _, err := a.activate(ctx, want, as.payload, current, gating{kubelet: true, pods: &base, newPods: newPods}, running)
 	if err != nil && ctx.Err() != nil {
 		return outcome{err: ctx.Err()} // shutting down: the next start verifies
 	}
@@ -115,7 +121,11 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, o *observed) outco
 		return outcome{err: err}
 	}
 	if err != nil {
-		return a.rollback(ctx, c, want, began, err)
+		out := a.rollback(ctx, c, want, began, err)
+		if out.report != nil {
+			out.report.events = append(unjudged, out.report.events...)
+		}
+		return out
 	}
 	// The duration first: a scrape that sees the apply counted sees its
 	// duration too.
@@ -136,7 +146,7 @@ func (a *Agent) apply(ctx context.Context, node *corev1.Node, o *observed) outco
 		return outcome{err: err}
 	}
 	r := a.okReport(c, st, a.observeFile(st, nil))
-	r.events = []event{{reason: ReasonApplied, message: msg}}
+	r.events = append(unjudged, event{reason: ReasonApplied, message: msg})
 	r.history = []source.HistoryEntry{{Source: want, Result: source.ResultApplied, Message: msg}}
 	return outcome{requeue: requeue, report: &r}
 }
@@ -218,7 +228,10 @@ func (a *Agent) activate(ctx context.Context, src *corev1.NodeConfigSource, payl
 	if err := a.probe(ctx, after, since, running); err != nil {
 		return true, since, err
 	}
-	return true, since, a.awaitPods(ctx, gate.pods, since)
+	if err := a.awaitPods(ctx, gate.pods, since); err != nil || !gate.newPods {
+		return true, since, err
+	}
+	return true, since, a.probeAfter(ctx)
 }
 
 // gating says how activate gates on the kubelet's health after a restart.
@@ -229,6 +242,9 @@ type gating struct {
 	// (awaitPods). A rollback or a reset does not: the config it puts
 	// back is where the node is safest.
 	pods *nodehealth.Baseline
+	// newPods then runs the new-pod check (probeAfter): set when the
+	// probe pod ran and turned Ready before the restart.
+	newPods bool
 }
 
 // restart restarts the kubelet for a change from before to after, and

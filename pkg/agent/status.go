@@ -82,7 +82,7 @@ var (
 	}
 	EventReasons = []string{
 		ReasonApplied, ReasonReset, ReasonRefused, ReasonPinMismatch, ReasonIgnoredAnnotation,
-		ReasonRolledBack, ReasonDrift, ReasonFailed, ReasonUnconfined,
+		ReasonRolledBack, ReasonDrift, ReasonFailed, ReasonUnconfined, ReasonProbePodUnavailable,
 	}
 )
 

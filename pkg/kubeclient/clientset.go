@@ -98,6 +98,13 @@ func (c *Clientset) Pods(namespace string) PodClient {
 		gentype.PrefersProtobuf[*corev1.Pod]())
 }
 
+// PodTemplates returns the client of the PodTemplates in namespace.
+func (c *Clientset) PodTemplates(namespace string) PodTemplateClient {
+	return gentype.NewClient("podtemplates", c.core, parameterCodec, namespace,
+		func() *corev1.PodTemplate { return &corev1.PodTemplate{} },
+		gentype.PrefersProtobuf[*corev1.PodTemplate]())
+}
+
 // Leases returns the client of the Leases in namespace.
 func (c *Clientset) Leases(namespace string) LeaseClient {
 	return gentype.NewClient("leases", c.coordination, parameterCodec, namespace,

@@ -1,7 +1,8 @@
 // Package kubeclient is the node agent's API client: typed clients for
 // exactly the resources the agent reads and writes (Nodes, ConfigMaps, the
-// node's Pods and Lease, Events), built with client-go's gentype over a scheme that
-// holds only core/v1 and coordination.k8s.io/v1.
+// node's Pods and Lease, its probe pod and that pod's PodTemplate, Events),
+// built with client-go's gentype over a scheme that holds only core/v1 and
+// coordination.k8s.io/v1.
 //
 // It exists for the agent's memory. client-go's clientset, and every
 // package under k8s.io/client-go/kubernetes/typed, imports
@@ -42,10 +43,20 @@ type ConfigMapClient interface {
 }
 
 // PodClient lists and watches Pods; the agent asks only for those bound to
-// its node (a spec.nodeName field selector).
+// its node (a spec.nodeName field selector). It creates, reads and deletes
+// only its probe pod, in its own namespace (probepod.go in package agent).
 type PodClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
+	Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// PodTemplateClient reads PodTemplates in one namespace: the agent's probe
+// pod's.
+type PodTemplateClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.PodTemplate, error)
 }
 
 // LeaseClient reads Leases in one namespace.
@@ -68,6 +79,7 @@ type Interface interface {
 	Nodes() NodeClient
 	ConfigMaps(namespace string) ConfigMapClient
 	Pods(namespace string) PodClient
+	PodTemplates(namespace string) PodTemplateClient
 	Leases(namespace string) LeaseClient
 	Events(namespace string) EventClient
 }

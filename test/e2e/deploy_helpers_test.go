@@ -20,28 +20,30 @@ import (
 // kubeadmPodsCluster starts a control plane that kubeadm nodes join and
 // that runs pods, and pushes dkc's images (dkcImages) to its registry, as
 // `make push` does. It returns the cluster and the references of the
-// agent's and the controller's images there.
+// agent's, the controller's and the probe pod's images there.
 func kubeadmPodsCluster(t *testing.T) (*framework.Cluster, []string) {
 	t.Helper()
 	c := framework.Setup(t, framework.Options{ControlPlaneOnly: true, Kubeadm: true, Pods: true})
 	images := dkcImages(t, filepath.Join("..", ".."))
 	began := time.Now()
-	refs, err := c.PushImages(context.Background(), filepath.Join("..", ".."), images.Agent, images.Controller, images.Pause)
+	refs, err := c.PushImages(context.Background(), filepath.Join("..", ".."), images.Agent, images.Controller, images.Probe, images.Pause)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("pushed %s to the registry: %s", strings.Join(refs, ", "), time.Since(began).Round(time.Millisecond))
-	return c, refs[:2]
+	return c, refs[:3]
 }
 
-// dkcImages are the OCI archives of the agent, controller and pause images:
-// those of `make image` when $DKC_AGENT_IMAGE, $DKC_CONTROLLER_IMAGE and
-// $DKC_PAUSE_IMAGE name them (make e2e does), else built from this
-// repository for this host's platform.
+// dkcImages are the OCI archives of the agent, controller, probe and pause
+// images: those of `make image` when $DKC_AGENT_IMAGE,
+// $DKC_CONTROLLER_IMAGE, $DKC_PROBE_IMAGE and $DKC_PAUSE_IMAGE name them
+// (make e2e does), else built from this repository for this host's
+// platform.
 func dkcImages(t *testing.T, root string) framework.Images {
 	t.Helper()
-	im := framework.Images{Agent: os.Getenv("DKC_AGENT_IMAGE"), Controller: os.Getenv("DKC_CONTROLLER_IMAGE"), Pause: os.Getenv("DKC_PAUSE_IMAGE")}
-	if im.Agent != "" && im.Controller != "" && im.Pause != "" {
+	im := framework.Images{Agent: os.Getenv("DKC_AGENT_IMAGE"), Controller: os.Getenv("DKC_CONTROLLER_IMAGE"),
+		Probe: os.Getenv("DKC_PROBE_IMAGE"), Pause: os.Getenv("DKC_PAUSE_IMAGE")}
+	if im.Agent != "" && im.Controller != "" && im.Probe != "" && im.Pause != "" {
 		return im
 	}
 	began := time.Now()
@@ -49,7 +51,7 @@ func dkcImages(t *testing.T, root string) framework.Images {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built the agent, controller and pause images in %s", time.Since(began).Round(time.Second))
+	t.Logf("built the agent, controller, probe and pause images in %s", time.Since(began).Round(time.Second))
 	return im
 }
 

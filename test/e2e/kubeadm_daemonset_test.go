@@ -28,8 +28,9 @@ import (
 // are the agent's life on such a node: an apply, which the agent's pod
 // outlives; a SIGKILL of the agent's container in the middle of an apply,
 // after which the restarted container finishes the job; the rollback of a
-// config the kubelet refuses; a `kubeadm upgrade node phase kubelet-config`
-// that overwrites the assigned config (reported as drift, and put back once
+// config the kubelet refuses; a podPidsLimit that only a pod created after
+// the restart feels, rolled back by the new-pod check (deploy/'s probe
+// pod); a `kubeadm upgrade node phase kubelet-config` that overwrites the assigned config (reported as drift, and put back once
 // the agents run with --on-drift=reassert); and a reset to kubeadm's
 // config. The controller's two pods, on the pod network, elect a leader,
 // which drives a rollout that no CLI process follows.
@@ -288,6 +289,62 @@ func TestKubeadmDaemonSet(t *testing.T) {
 			}
 			waitReady(t, c, n.Name)
 			wantCondition(t, c, n.Name, "False", "RolledBack")
+		}
+	})
+
+	t.Run("podPidsLimit below what a new pod needs: the new-pod check rolls it back", func(t *testing.T) {
+		// Every apply so far ran the new-pod check: the probe pod of
+		// deploy/probe-pod.yaml ran and turned Ready before each restart.
+		for _, name := range names {
+			list, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+				FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + name + ",reason=ProbePodUnavailable",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list.Items {
+				t.Errorf("%s: Event ProbePodUnavailable: %s", name, e.Message)
+			}
+		}
+		// The kubelet sets podPidsLimit on a pod's cgroup when it makes it
+		// (cgroupsPerQOS, kubeadm's default): the pods that run keep theirs,
+		// and the gate's look at them passes. The probe needs about 40
+		// (8 processes of its own); 24 stops it at its fork.
+		n := nodes[0]
+		createConfigMap(t, c, "kubeadm-pids", withPods(47, func(cfg map[string]any) { cfg["podPidsLimit"] = 24 }))
+		pid, err := n.KubeletMainPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustDKC(t, c, "", "assign", n.Name, "--config", "kubeadm-pids")
+		st := eventuallyStatus(t, c, n.Name, 4*time.Minute, Assigned("kubeadm-pids"), AnyError())
+		t.Logf("%s: error: %s", n.Name, st.Error)
+		// The probe's own words (deploy/probe-pod.yaml's
+		// FallbackToLogsOnError): it could not start its processes.
+		for _, want := range []string{"new pod kube-system/dkc-probe-" + n.Name + " did not run", "start process"} {
+			if !strings.Contains(st.Error, want) {
+				t.Errorf("status.error = %q, want it to contain %q", st.Error, want)
+			}
+		}
+		if strings.Contains(st.Error, "\n") {
+			t.Errorf("status.error holds more than the probe's last line: %q", st.Error)
+		}
+		if st.Active != nil || st.LastKnownGood != nil {
+			t.Errorf("active %v, lastKnownGood %v; want neither (the local config)", st.Active, st.LastKnownGood)
+		}
+		if now, _ := n.KubeletMainPID(); now == pid {
+			t.Errorf("kubelet.service's MainPID is still %d: the config was never tried", pid)
+		}
+		cz := configz(t, c, n.Name)
+		if got := cz["podPidsLimit"]; got == float64(24) {
+			t.Errorf("configz podPidsLimit %v after the rollback; want the local config's", got)
+		}
+		if got := cz["maxPods"]; got != float64(110) {
+			t.Errorf("configz maxPods %v after the rollback, want kubeadm's 110", got)
+		}
+		wantCondition(t, c, n.Name, "False", "RolledBack")
+		if _, err := c.Client.CoreV1().Pods("kube-system").Get(ctx, "dkc-probe-"+n.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the probe pod dkc-probe-%s is left after the gate", n.Name)
 		}
 	})
 

@@ -24,7 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
@@ -204,6 +206,81 @@ func TestPrivilege(t *testing.T) {
 					t.Errorf("%s writing the status of %s: err %v, want Forbidden with %q", tc.who, n.Name, err, noNodeMessage)
 				}
 			}
+		}
+	})
+
+	t.Run("a pod-bound token creates and deletes only its own node's probe pod", func(t *testing.T) {
+		// The ServiceAccount admission plugin names "default" for a pod
+		// that names none; the harness runs no controller that makes it.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "kube-system"}}
+		if _, err := c.Client.CoreV1().ServiceAccounts("kube-system").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		probe := func(edit func(p *corev1.Pod)) *corev1.Pod {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "dkc-probe-" + a.Name, Namespace: "kube-system",
+					Labels: map[string]string{agent.ProbePodLabel: "true"}},
+				Spec: corev1.PodSpec{
+					NodeName:                     a.Name,
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					Containers: []corev1.Container{{Name: "probe", Image: "registry.example/kubectl-dkc-probe:v1",
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}}},
+				},
+			}
+			if edit != nil {
+				edit(p)
+			}
+			return p
+		}
+		dryRun := []string{metav1.DryRunAll}
+		create := func(p *corev1.Pod) error {
+			_, err := clientA.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}
+		waitFor(t, 30*time.Second, "the probe-pod policy to deny a pod on another node", func() bool {
+			return deniedWith(create(probe(func(p *corev1.Pod) { p.Spec.NodeName = b.Name })), "may create and delete only pods bound to its own node")
+		})
+		if err := create(probe(nil)); err != nil {
+			t.Errorf("agent on %s creating its probe pod (dry-run): %v", a.Name, err)
+		}
+		for what, tc := range map[string]struct {
+			edit func(p *corev1.Pod)
+			want string
+		}{
+			"on another node":    {func(p *corev1.Pod) { p.Spec.NodeName = b.Name }, "may create and delete only pods bound to its own node"},
+			"without the label":  {func(p *corev1.Pod) { p.Labels = nil }, "which carry the label kubectl-dkc.io/probe-pod=true"},
+			"of another image":   {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example/kubectl-dkc-agent:v1" }, "runs only the image kubectl-dkc-probe"},
+			"with an init image": {func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "busybox"}} }, "runs only the image kubectl-dkc-probe"},
+			"privileged": {func(p *corev1.Pod) {
+				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			}, "asks for no privileges"},
+			"escalating":          {func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil }, "asks for no privileges"},
+			"in the host network": {func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "uses no host namespace"},
+			"with a hostPath": {func(p *corev1.Pod) {
+				p.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			}, "mounts no volume but emptyDir"},
+			"with a Secret in env": {func(p *corev1.Pod) {
+				p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}
+			}, "takes no Secret or ConfigMap"},
+			// The ServiceAccount admission plugin mounts the token as a
+			// projected volume, which the volume rule refuses first.
+			"with a token": {func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }, "service account token"},
+		} {
+			if err := create(probe(tc.edit)); !deniedWith(err, tc.want) {
+				t.Errorf("agent on %s creating a probe pod %s: err %v, want Forbidden with %q", a.Name, what, err, tc.want)
+			}
+		}
+		// Its own agent pod (no probe label) it may not delete.
+		err := clientA.CoreV1().Pods("kube-system").Delete(ctx, podA.Name, metav1.DeleteOptions{DryRun: dryRun})
+		if !deniedWith(err, "which carry the label kubectl-dkc.io/probe-pod=true") {
+			t.Errorf("agent on %s deleting pod %s: err %v, want Forbidden", a.Name, podA.Name, err)
+		}
+		// And RBAC gives it no pod writes outside its namespace.
+		p := probe(nil)
+		p.Namespace = "default"
+		if err := create(p); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot create resource "pods"`) {
+			t.Errorf("agent on %s creating a probe pod in default: err %v, want RBAC's Forbidden", a.Name, err)
 		}
 	})
 

@@ -6,10 +6,25 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain runs the test binary as a child of TestChildren when
+// PROBE_TEST_CHILD says so (its -child flag is not the test binary's).
+func TestMain(m *testing.M) {
+	switch os.Getenv("PROBE_TEST_CHILD") {
+	case "1":
+		runChild(os.Stdin, os.Stdout)
+		os.Exit(0)
+	case "crash": // as a Go runtime that could not make a thread
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
 
 func TestHandler(t *testing.T) {
 	srv := httptest.NewServer(newHandler())
@@ -80,5 +95,45 @@ func TestServeStops(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not return after its context ended")
+	}
+}
+
+// TestChildren: the probe starts its processes, each of which says it
+// runs, and they end when it stops them; a program that cannot run is an
+// error that names which process failed.
+func TestChildren(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PROBE_TEST_CHILD", "1")
+	children, err := startChildren(self, 3)
+	if err != nil {
+		t.Fatalf("startChildren: %v", err)
+	}
+	if len(children) != 3 {
+		t.Fatalf("%d children, want 3", len(children))
+	}
+	for _, c := range children {
+		if c.cmd.Process == nil || c.cmd.ProcessState != nil {
+			t.Errorf("child %v does not run", c.cmd.Process)
+		}
+	}
+	stopChildren(children)
+	for _, c := range children {
+		if c.cmd.ProcessState == nil || !c.cmd.ProcessState.Success() {
+			t.Errorf("child %v: %v, want it ended with 0", c.cmd.Process, c.cmd.ProcessState)
+		}
+	}
+
+	t.Setenv("PROBE_TEST_CHILD", "crash")
+	_, err = startChildren(self, 2)
+	if want := "start process 1 of 2: it did not say it runs (exit status 2)"; err == nil || err.Error() != want {
+		t.Errorf("startChildren of children that crash: %v, want %q", err, want)
+	}
+
+	_, err = startChildren(filepath.Join(t.TempDir(), "nothing"), 2)
+	if err == nil || !strings.Contains(err.Error(), "start process 1 of 2") {
+		t.Errorf("startChildren of a missing program: %v, want an error naming process 1 of 2", err)
 	}
 }

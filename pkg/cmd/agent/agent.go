@@ -64,6 +64,11 @@ type Options struct {
 	// APIServerGracePeriod is how long the apiserver may be unreachable
 	// before /readyz reports not ready.
 	APIServerGracePeriod time.Duration
+	// ProbePodTemplate and ProbePodNamespace name the PodTemplate of the
+	// health gate's probe pod (dkcagent.ProbePod); no template turns the
+	// new-pod check off.
+	ProbePodTemplate  string
+	ProbePodNamespace string
 	// RequireAdmissionPolicy makes the agent apply nothing until the
 	// admission policies confine its identity (dkcagent.Confinement).
 	RequireAdmissionPolicy bool
@@ -96,6 +101,7 @@ func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 		HealthBindAddress:      "127.0.0.1:10391",
 		APIServerGracePeriod:   dkcagent.DefaultAPIServerGracePeriod,
 		RequireAdmissionPolicy: true,
+		ProbePodNamespace:      probePodNamespace(),
 		IOStreams:              streams,
 	}
 }
@@ -160,6 +166,8 @@ the right config: at start it puts the checkpointed config in place.`,
 	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of the agent's /healthz (liveness) and /readyz (readiness) endpoints; \"0\" disables them.")
 	fl.DurationVar(&o.APIServerGracePeriod, "apiserver-grace-period", o.APIServerGracePeriod, "How long the agent's requests to the apiserver may keep failing before /readyz reports not ready (503, naming the last error). /healthz stays ok, so that a control-plane outage restarts no agent, and the kubelet is left as it is either way.")
+	fl.StringVar(&o.ProbePodTemplate, "probe-pod-template", o.ProbePodTemplate, "PodTemplate of the health gate's probe pod (deploy/probe-pod.yaml): after a restart a pod made from it, bound to this node, must run and turn Ready within --pod-ready-timeout, or the agent rolls back. Judged only when the same pod ran and turned Ready before the restart. \"\" turns the check off.")
+	fl.StringVar(&o.ProbePodNamespace, "probe-pod-namespace", o.ProbePodNamespace, "Namespace of --probe-pod-template and of the probe pod (default $POD_NAMESPACE, else kube-system).")
 	fl.BoolVar(&o.RequireAdmissionPolicy, "require-admission-policy", o.RequireAdmissionPolicy, "Apply no config until server-side dry-runs show that deploy/admission-policy.yaml confines the agent's credential (no write to another Node, no label on its own); checked at start and every 30s until then, and skipped for a node's own credential (system:node:NAME). false for apiservers without ValidatingAdmissionPolicy (before 1.30).")
 	return cmd
 }
@@ -219,6 +227,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--drift-check-interval must be positive, got %s", o.DriftCheckInterval)
 	case o.APIServerGracePeriod <= 0:
 		return fmt.Errorf("--apiserver-grace-period must be positive, got %s", o.APIServerGracePeriod)
+	}
+	if o.ProbePodTemplate != "" && o.ProbePodNamespace == "" {
+		return errors.New("--probe-pod-template needs --probe-pod-namespace: the namespace of the template and the probe pod")
 	}
 	if o.OnDrift != "" && o.OnDrift != dkcagent.DriftReport && o.OnDrift != dkcagent.DriftReassert {
 		return fmt.Errorf("--on-drift must be %s or %s, got %q", dkcagent.DriftReport, dkcagent.DriftReassert, o.OnDrift)
@@ -317,6 +328,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.RequireAdmissionPolicy {
 		a.Confinement = &dkcagent.Confinement{Reviewer: o.reviewer}
 	}
+	if o.ProbePodTemplate != "" {
+		a.ProbePod = &dkcagent.ProbePod{Namespace: o.ProbePodNamespace, Template: o.ProbePodTemplate}
+	}
 	switch kubelet.ApplyMode(o.ApplyMode) {
 	case kubelet.DropIn:
 		a.Writer = kubelet.NewDropInWriter(o.KubeletConfig, o.KubeletConfigDir)
@@ -393,6 +407,16 @@ func (o *Options) serve(ctx context.Context, what, addr string, handler http.Han
 	}()
 	klog.FromContext(ctx).Info("Serving", "server", what, "address", ln.Addr().String())
 	return nil
+}
+
+// probePodNamespace is --probe-pod-namespace's default: $POD_NAMESPACE
+// (deploy/daemonset.yaml sets it from the pod's own namespace), else
+// kube-system.
+func probePodNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "kube-system"
 }
 
 // shell runs command with /bin/sh -c; "" is no command.

@@ -54,6 +54,11 @@ func TestValidate(t *testing.T) {
 			edit:    func(o *Options) { o.APIServerGracePeriod = 0 },
 			wantErr: "--apiserver-grace-period must be positive, got 0s",
 		},
+		"probe pod template": {edit: func(o *Options) { o.ProbePodTemplate = "dkc-probe"; o.ProbePodNamespace = "kube-system" }},
+		"probe pod template without namespace": {
+			edit:    func(o *Options) { o.ProbePodTemplate = "dkc-probe" },
+			wantErr: "--probe-pod-template needs --probe-pod-namespace: the namespace of the template and the probe pod",
+		},
 		"bad metrics address": {
 			edit:    func(o *Options) { o.MetricsBindAddress = "10390" },
 			wantErr: `--metrics-bind-address must be host:port (or "0" to disable), got "10390"`,

@@ -31,6 +31,10 @@ func (c clientset) Pods(namespace string) kubeclient.PodClient {
 	return c.cs.CoreV1().Pods(namespace)
 }
 
+func (c clientset) PodTemplates(namespace string) kubeclient.PodTemplateClient {
+	return c.cs.CoreV1().PodTemplates(namespace)
+}
+
 func (c clientset) Leases(namespace string) kubeclient.LeaseClient {
 	return c.cs.CoordinationV1().Leases(namespace)
 }

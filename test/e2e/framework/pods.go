@@ -45,7 +45,10 @@ import (
 // issue a joining kubelet's client certificate, from the cluster's CA), and
 // the node lifecycle controller, which removes the not-ready taint that a
 // kubelet registers its Node with once the node is Ready, and taints a node
-// whose kubelet stops reporting.
+// whose kubelet stops reporting; and the service account controller, which
+// makes each namespace's "default" ServiceAccount, as on every real cluster
+// (a pod that names no service account, such as the agent's probe pod,
+// needs it).
 func (c *Cluster) startPodControllers(ctx context.Context) error {
 	c.hostCgroups = cgroupParents()
 	var controllers []string
@@ -53,7 +56,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller")
 	}
 	if c.opts.Kubeadm {
-		controllers = append(controllers, "node-lifecycle-controller", "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
+		controllers = append(controllers, "node-lifecycle-controller", "serviceaccount-controller", "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
 	}
 	argv := []string{
 		filepath.Join(c.opts.BinDir, "kube-controller-manager"),
@@ -187,11 +190,11 @@ func (n *Node) removeContainers() {
 
 // Images are the OCI archives of dkc's images and the pause image.
 type Images struct {
-	Agent, Controller, Pause string
+	Agent, Controller, Probe, Pause string
 }
 
 // BuildImages writes the agent and controller images, built from the
-// repository at root, and the pause image as OCI archives into dir, for
+// repository at root, and the probe and pause images as OCI archives into dir, for
 // this host's platform only, with hack/image as `make image` does.
 func BuildImages(ctx context.Context, root, dir string) (Images, error) {
 	abs, err := filepath.Abs(root)
@@ -203,6 +206,9 @@ func BuildImages(ctx context.Context, root, dir string) (Images, error) {
 		return Images{}, err
 	}
 	if im.Controller, err = BuildImage(ctx, root, dir, "controller", "-root", abs, "-version", "v0.0.0-e2e"); err != nil {
+		return Images{}, err
+	}
+	if im.Probe, err = BuildImage(ctx, root, dir, "probe"); err != nil {
 		return Images{}, err
 	}
 	if im.Pause, err = BuildImage(ctx, root, dir, "pause"); err != nil {
