@@ -3,20 +3,18 @@ package assign
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/utiltest"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -295,12 +293,7 @@ func TestRun(t *testing.T) {
 				objs = append(objs, n)
 			}
 			client := fake.NewClientset(objs...)
-			client.PrependReactor("create", "selfsubjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
-				r := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
-				a := r.Spec.ResourceAttributes
-				r.Status.Allowed = a.Group == source.Group && a.Resource == source.UnsafeClassesResource && a.Verb == source.UseVerb && slices.Contains(tc.mayUse, a.Name)
-				return true, r, nil
-			})
+			utiltest.Authorize(client, utiltest.MayUse(tc.mayUse...))
 			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 			o := tc.opts
 			o.Client, o.IOStreams = client, streams

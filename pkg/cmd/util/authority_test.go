@@ -11,19 +11,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/utiltest"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
-
-// authorize makes client answer SelfSubjectAccessReviews: allowed for the
-// attributes grant says yes to, and records each one asked.
-func authorize(client *fake.Clientset, grant func(a *authorizationv1.ResourceAttributes) bool, asked *[]authorizationv1.ResourceAttributes) {
-	client.PrependReactor("create", "selfsubjectaccessreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		r := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
-		*asked = append(*asked, *r.Spec.ResourceAttributes)
-		r.Status.Allowed = grant(r.Spec.ResourceAttributes)
-		return true, r, nil
-	})
-}
 
 func TestCheckAuthority(t *testing.T) {
 	use := func(class string) authorizationv1.ResourceAttributes {
@@ -65,8 +55,7 @@ func TestCheckAuthority(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewClientset()
-			var asked []authorizationv1.ResourceAttributes
-			authorize(client, tc.grant, &asked)
+			asked := utiltest.Authorize(client, tc.grant)
 			err := CheckAuthority(context.Background(), client, tc.classes, tc.drain)
 			got := ""
 			if err != nil {
@@ -79,7 +68,7 @@ func TestCheckAuthority(t *testing.T) {
 			if diff := cmp.Diff(tc.wantErr, got); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantAsked, asked); diff != "" {
+			if diff := cmp.Diff(tc.wantAsked, *asked); diff != "" {
 				t.Errorf("reviews asked (-want +got):\n%s", diff)
 			}
 		})
