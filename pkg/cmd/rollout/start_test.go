@@ -7,11 +7,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/utiltest"
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/rollout/rollouttest"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -72,6 +74,43 @@ func TestStartRefusesBeforeWriting(t *testing.T) {
 			}
 			if all, err := store.List(context.Background()); err != nil || (tc.wantErr != "" && len(all) > 0) {
 				t.Errorf("rollouts after a refusal: %d (%v), want none", len(all), err)
+			}
+		})
+	}
+}
+
+// TestUndoRefusesBeforeAborting checks that undo asks for the classes of
+// the pins it gives back, and refuses before it aborts the rollout.
+func TestUndoRefusesBeforeAborting(t *testing.T) {
+	at := metav1.NowMicro()
+	orig := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("b"), Nodes: []string{"n1", "n2"}, MaxUnavailable: intstr.FromInt32(1)})
+	orig.Status = rollout.Status{State: rollout.Running, Nodes: map[string]rollout.NodeStatus{
+		"n1": {Phase: rollout.Succeeded, Previous: cm("a"), PreviousPin: source.NewPin(cm("a"), []byte("a"), []string{"security"}), Started: &at, Finished: &at},
+	}}
+	for name, tc := range map[string]struct {
+		mayUse  []string
+		wantErr string
+	}{
+		"a class of a pin given back that the caller may not use": {
+			wantErr: `undo rollout "r1": ` + source.UnsafeClassesDenied([]string{"security"}),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			asked := utiltest.Authorize(client, utiltest.MayUse(tc.mayUse...))
+			store := rollouttest.NewStore(t, "kube-system", orig)
+			o := NewUndoOptions(genericiooptions.NewTestIOStreamsDiscard())
+			o.Name, o.Wait, o.Client, o.Store = "r1", true, client, store
+			err := o.Run(context.Background())
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Errorf("Run() error (-want +got):\n%s", diff)
+			}
+			if len(*asked) != 1 {
+				t.Errorf("asked %v, want the use of security", *asked)
+			}
+			got, err := store.Get(context.Background(), "r1")
+			if err != nil || got.Spec.Aborted || got.State() != rollout.Running {
+				t.Errorf("rollout r1 after a refused undo: %+v (%v), want it Running, not aborted", got, err)
 			}
 		})
 	}
