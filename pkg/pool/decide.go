@@ -90,6 +90,11 @@ func Decide(in Input) Output {
 		return stalled(out, in.Now, ReasonDigestMismatch, fmt.Sprintf("configmap %s/%s holds %s under %q, not spec.digest %s: the ConfigMap changed, or spec.digest names other bytes",
 			target.ConfigMap.Namespace, target.ConfigMap.Name, source.ShortDigest(pin.Digest), target.ConfigMap.KubeletConfigKey, source.ShortDigest(p.Spec.Digest)))
 	}
+	revs := Revisions(in.Rollouts)
+	if made, ok := bytesFixed(p, revs, target); ok && made.Digest != pin.Digest {
+		return stalled(out, in.Now, ReasonDigestMismatch, fmt.Sprintf("configmap %s/%s holds %s under %q, not %s, the bytes revision %d was made with: a ConfigMap edit reaches no node; review the new bytes and change the pool's spec to roll them out (set spec.digest to %s), or restore the old bytes",
+			target.ConfigMap.Namespace, target.ConfigMap.Name, source.ShortDigest(pin.Digest), target.ConfigMap.KubeletConfigKey, source.ShortDigest(made.Digest), revs[len(revs)-1].Number, pin.Digest))
+	}
 	st.Digest = pin.Digest
 
 	// Counts, and the nodes that do not hold the config yet.
@@ -131,9 +136,8 @@ func Decide(in Input) Output {
 		return false
 	})
 
-	// The revision: the newest rollout's, when it rolls this config out;
-	// else the next one.
-	revs := Revisions(in.Rollouts)
+	// The revision: the newest rollout's, when it rolls this config out,
+	// and then under the revision's own pin; else the next one.
 	rev := int64(1)
 	var current []*rollout.Rollout
 	if len(revs) > 0 {
@@ -143,6 +147,7 @@ func Decide(in Input) Output {
 			rev++
 		} else {
 			current = newest.Rollouts
+			pin = newest.Rollouts[0].Spec.Pin.DeepCopy()
 		}
 	}
 	st.Revision = rev
@@ -264,6 +269,33 @@ func Revisions(rollouts []*rollout.Rollout) []Revision {
 // sameConfig reports whether r rolls out target pinned by pin.
 func sameConfig(r *rollout.Rollout, target *corev1.NodeConfigSource, pin *source.Pin) bool {
 	return source.Equal(r.Spec.Config, target) && r.Spec.Pin.Equal(pin)
+}
+
+// bytesFixed returns the pin of the newest revision when its bytes are the
+// only ones the pool may roll out of target: the revision names target,
+// spec.digest is unset (when set, it says which bytes), and the pool's spec
+// is the one the revision was made for, or one the controller has already
+// seen (status.observedGeneration). A revision records the digest it first
+// read; only a change of the pool's spec takes other bytes into a new
+// revision, as only a change of its template rolls a Deployment, never an
+// edit of a ConfigMap it mounts.
+func bytesFixed(p *Pool, revs []Revision, target *corev1.NodeConfigSource) (*source.Pin, bool) {
+	if p.Spec.Digest != "" || len(revs) == 0 {
+		return nil, false
+	}
+	newest := revs[len(revs)-1]
+	first := newest.Rollouts[0]
+	if first.Spec.Pin == nil || !source.Equal(first.Spec.Config, target) {
+		return nil, false
+	}
+	made := int64(0)
+	for _, r := range newest.Rollouts {
+		made = max(made, generationOf(r))
+	}
+	if p.Generation > made && p.Generation > p.Status.ObservedGeneration {
+		return nil, false
+	}
+	return first.Spec.Pin, true
 }
 
 func generationOf(r *rollout.Rollout) int64 {

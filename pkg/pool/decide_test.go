@@ -84,6 +84,7 @@ func TestDecide(t *testing.T) {
 		resume []string
 		cond   string // the condition that is True
 		reason string
+		msg    []string // what its message says, among other words
 		counts Counts
 	}{
 		"a new pool rolls its config out over the nodes it selects, and only those": {
@@ -164,6 +165,41 @@ func TestDecide(t *testing.T) {
 				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
 			},
 			cond: Stalled, reason: "DigestMismatch",
+		},
+		"other bytes under the same name, with the pool's spec unchanged, make no revision and reach no node": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a, edited"), Nodes: []*corev1.Node{node("n1", workers, "a", true), node("n3", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			cond: Stalled, reason: "DigestMismatch",
+			msg: []string{source.ShortDigest(source.Digest([]byte("a, edited"))), source.ShortDigest(source.Digest([]byte("a"))), "revision 1", "spec.digest"},
+		},
+		"other bytes stay refused after a spec change the controller has already seen": {
+			in: func(p *Pool) Input {
+				p.Generation, p.Status.ObservedGeneration = 2, 2
+				return Input{Pool: p, Payload: []byte("a, edited"), Nodes: []*corev1.Node{node("n1", workers, "a", true)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			cond: Stalled, reason: "DigestMismatch",
+		},
+		"a change of the pool's spec takes the bytes it finds into a new revision": {
+			in: func(p *Pool) Input {
+				p.Generation, p.Status.ObservedGeneration = 2, 1
+				return Input{Pool: p, Payload: []byte("a, edited"), Nodes: []*corev1.Node{node("n1", workers, "a", true), node("n3", workers, "", false)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			create: []string{"n1", "n3"}, name: "workers-2",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Updated: 0, Available: 2},
+		},
+		"spec.digest set to the new bytes makes a new revision of them": {
+			in: func(p *Pool) Input {
+				p.Generation, p.Status.ObservedGeneration = 2, 2
+				p.Spec.Digest = source.Digest([]byte("a, edited"))
+				return Input{Pool: p, Payload: []byte("a, edited"), Nodes: []*corev1.Node{node("n1", workers, "a", true)},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			create: []string{"n1"}, name: "workers-2",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
 		},
 		"a config outside the pool's namespace stalls the pool: no agent could read it": {
 			in: func(p *Pool) Input {
@@ -255,6 +291,11 @@ func TestDecide(t *testing.T) {
 				}
 				if typ == tc.cond && c != nil && c.Reason != tc.reason {
 					t.Errorf("condition %s reason %s, want %s (%s)", typ, c.Reason, tc.reason, c.Message)
+				}
+				for _, m := range tc.msg {
+					if typ == tc.cond && c != nil && !strings.Contains(c.Message, m) {
+						t.Errorf("condition %s message %q, want it to say %q", typ, c.Message, m)
+					}
 				}
 				if typ == tc.cond && c != nil && !slices.Contains(Reasons[typ], c.Reason) {
 					t.Errorf("condition %s reason %s is not in Reasons[%s]", typ, c.Reason, typ)

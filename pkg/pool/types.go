@@ -1,10 +1,12 @@
 // Package pool is the declarative side of rollouts: a NodeConfigPool says
 // which config the nodes its selector picks should run, and how to roll a
-// change out. The controller turns every change of a pool's config into a
-// new revision, a NodeConfigRollout of the nodes that do not run it yet, as
-// a Deployment turns a change of its template into a ReplicaSet; nodes that
-// join the pool later get the config in a rollout of their own, under the
-// same strategy.
+// change out. The controller turns every change of a pool's spec that
+// changes its config into a new revision, a NodeConfigRollout of the nodes
+// that do not run it yet, as a Deployment turns a change of its template
+// into a ReplicaSet. A revision fixes the bytes it first read: an edit of
+// the ConfigMap alone makes no revision and stalls the pool. Nodes that join
+// the pool later get the revision's bytes in a rollout of their own, under
+// the same strategy.
 package pool
 
 import (
@@ -32,7 +34,8 @@ const (
 	RevisionLabel = source.Prefix + "revision"
 	// GenerationAnnotation is the pool's metadata.generation when the
 	// controller created the rollout. A halted or aborted rollout stops its
-	// revision until the pool's spec changes.
+	// revision until the pool's spec changes, and the revision's bytes stay
+	// fixed until then.
 	GenerationAnnotation = source.Prefix + "pool-generation"
 )
 
@@ -70,7 +73,8 @@ const (
 	ReasonRolloutHalted  = "RolloutHalted"
 	ReasonRolloutAborted = "RolloutAborted"
 	// ReasonDigestMismatch (Stalled): the ConfigMap's bytes are not
-	// spec.digest.
+	// spec.digest, or, with no spec.digest, not the bytes the current
+	// revision was made with while the pool's spec is unchanged.
 	ReasonDigestMismatch = "DigestMismatch"
 	// ReasonConfigUnavailable (Stalled): the ConfigMap or its key is missing.
 	ReasonConfigUnavailable = "ConfigUnavailable"
@@ -114,7 +118,8 @@ type Spec struct {
 	ConfigSource corev1.NodeConfigSource `json:"configSource"`
 	// Digest, when set, is the sha256 the config's bytes must have
 	// ("sha256:<hex>"); when unset, each revision pins the bytes as the
-	// controller first read them.
+	// controller first read them, and other bytes stall the pool until its
+	// spec changes.
 	Digest string `json:"digest,omitempty"`
 	// AllowUnsafe lists the safety classes the config may change.
 	AllowUnsafe []string `json:"allowUnsafe,omitempty"`

@@ -38,6 +38,21 @@ func Digest(payload []byte) string {
 	return DigestPrefix + hex.EncodeToString(sum[:])
 }
 
+// ValidDigest reports whether d is a digest as Digest writes it: "sha256:"
+// and 64 lowercase hex digits (the pattern of a pool's spec.digest).
+func ValidDigest(d string) bool {
+	hexPart, ok := strings.CutPrefix(d, DigestPrefix)
+	if !ok || len(hexPart) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range hexPart {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // ShortDigest is d shortened for tables and messages: the prefix and the
 // first 12 hex digits.
 func ShortDigest(d string) string {

@@ -717,3 +717,21 @@ func TestPin(t *testing.T) {
 		t.Errorf("pin after reset: %+v, %v", p, err)
 	}
 }
+
+func TestValidDigest(t *testing.T) {
+	for d, want := range map[string]bool{
+		Digest([]byte("kind: KubeletConfiguration\n")): true,
+		"sha256:" + strings.Repeat("0", 64):            true,
+		"sha256:" + strings.Repeat("A", 64):            false, // Digest writes lowercase
+		"sha256:" + strings.Repeat("0", 63):            false,
+		"sha256:" + strings.Repeat("0", 65):            false,
+		strings.Repeat("0", 64):                        false,
+		"sha512:" + strings.Repeat("0", 64):            false,
+		ShortDigest(Digest([]byte("x"))):               false,
+		"":                                             false,
+	} {
+		if got := ValidDigest(d); got != want {
+			t.Errorf("ValidDigest(%q) = %t, want %t", d, got, want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -491,6 +492,65 @@ func TestAssignStatusReset(t *testing.T) {
 		writeStatusAsAgent(t, c, 1, &corev1.NodeConfigStatus{LastKnownGood: withUIDAndRV(want, "7")})
 		if code := a.wait(t, 10*time.Second); code != 0 {
 			t.Errorf("reset --wait exit %d, want 0; stderr:\n%s", code, a.stderr())
+		}
+	})
+
+	t.Run("an opt-in needs use on its class, asked before anything is written", func(t *testing.T) {
+		// An assigner with the rights assign needs, and no class; then the
+		// shipped role of one class.
+		const user = "e2e-assigner"
+		if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "roles.yaml"), false); err != nil {
+			t.Fatal(err)
+		}
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+		}}
+		bind := func(name, role string) {
+			t.Helper()
+			crb := &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+			}
+			if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = c.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		}
+		if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.Client.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
+		})
+		bind(user, user)
+		waitFor(t, 30*time.Second, "RBAC to let "+user+" assign without a class", func() bool {
+			return dkc(t, c, "", "assign", n1, "--config", "e2e-second", "--dry-run=server", "--as", user).ExitCode == 0
+		})
+
+		before := readNode(t, c.Client, n1).Annotations
+		r := dkc(t, c, "", "assign", n1, "--config", "e2e-second", "--allow-unsafe=security", "--as", user)
+		wantErr := `error: assign configmap "kube-system/e2e-second": ` + source.UnsafeClassesDenied([]string{"security"}) + "\n"
+		if r.ExitCode != 1 || !strings.HasSuffix(r.Stderr, wantErr) {
+			t.Errorf("assign --allow-unsafe=security without the class's role: exit %d, stderr %q; want exit 1 and %q", r.ExitCode, r.Stderr, wantErr)
+		}
+		after := readNode(t, c.Client, n1).Annotations
+		for _, key := range []string{source.AssignedAnnotation, source.PinAnnotation} {
+			if before[key] != after[key] {
+				t.Errorf("refused assign changed %s from %q to %q", key, before[key], after[key])
+			}
+		}
+
+		bind(user+"-security", source.UnsafeClassRole("security"))
+		waitFor(t, 30*time.Second, "assign --allow-unsafe=security once "+user+" holds "+source.UnsafeClassRole("security"), func() bool {
+			return dkc(t, c, "", "assign", n1, "--config", "e2e-second", "--allow-unsafe=security", "--as", user).ExitCode == 0
+		})
+		pin, err := source.PinOf(readNode(t, c.Client, n1))
+		if err != nil || pin == nil || pin.Name != "e2e-second" || !cmp.Equal(pin.AllowUnsafe, []string{"security"}) {
+			t.Errorf("pin after the granted assign: %+v (%v), want e2e-second allowing security", pin, err)
 		}
 	})
 

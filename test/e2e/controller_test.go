@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -677,6 +678,68 @@ spec:
 		active(t, "pool-a", names...)
 		if out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath={.status.revision}"); out != "3" {
 			t.Errorf("revision %s after the undo, want 3", out)
+		}
+	})
+
+	t.Run("a pool's ConfigMap edited in place stalls the pool and restarts no kubelet, until the pool's spec changes", func(t *testing.T) {
+		joined(t)
+		get := func(jsonpath string) string {
+			t.Helper()
+			return kubectl(t, c, "", "get", "-n", "kube-system", "ncp/workers", "-o", "jsonpath="+jsonpath)
+		}
+		config, revision, old := get("{.spec.configSource.configMap.name}"), get("{.status.revision}"), get("{.status.digest}")
+		generation, err := strconv.ParseInt(get("{.metadata.generation}"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, generation)
+		poolRollouts := func() string {
+			return kubectl(t, c, "", "get", "-n", "kube-system", "ncr", "-l", "kubectl-dkc.io/pool=workers", "-o", "name")
+		}
+		rolloutsBefore := poolRollouts()
+		type kubelet struct{ pid, starts int }
+		kubelets := func() map[string]kubelet {
+			m := map[string]kubelet{}
+			for _, n := range names {
+				m[n] = kubelet{c.Node(n).KubeletPID(), c.Node(n).KubeletStarts()}
+			}
+			return m
+		}
+		before := kubelets()
+
+		edited := maxPodsConfig(85)
+		cm, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, config, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["kubelet"] = edited
+		if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		digest := source.Digest([]byte(edited))
+		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Stalled", "ncp/workers", "--timeout=2m")
+		out := get(`{.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}`)
+		if !strings.HasPrefix(out, "DigestMismatch ") || !strings.Contains(out, source.ShortDigest(digest)) || !strings.Contains(out, source.ShortDigest(old)) {
+			t.Errorf("the pool's Stalled condition %q: want DigestMismatch naming %s (the new bytes) and %s (revision %s's)", out, source.ShortDigest(digest), source.ShortDigest(old), revision)
+		}
+		consistently(t, 5*time.Second, "no kubelet restart and no new rollout after an in-place edit", func() bool {
+			return maps.Equal(before, kubelets()) && poolRollouts() == rolloutsBefore
+		})
+		if after := kubelets(); !maps.Equal(before, after) {
+			t.Errorf("kubelets (PID, starts) %v after the edit, want %v", after, before)
+		}
+		if r := get("{.status.revision}"); r != revision {
+			t.Errorf("revision %s after the edit, want %s", r, revision)
+		}
+
+		// The pool's author reviews the new bytes and names them.
+		kubectl(t, c, "", "patch", "-n", "kube-system", "ncp/workers", "--type=merge", "-p", `{"spec":{"digest":"`+digest+`"}}`)
+		waitReady(t, generation+1)
+		if r, d := get("{.status.revision}"), get("{.status.digest}"); r == revision || d != digest {
+			t.Errorf("revision %s, digest %s after spec.digest was set: want a new revision of %s", r, d, digest)
+		}
+		if got := configz(t, c, names[0])["maxPods"]; got != float64(85) {
+			t.Errorf("configz maxPods of %s %v, want 85", names[0], got)
 		}
 	})
 }

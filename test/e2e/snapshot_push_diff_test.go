@@ -189,6 +189,16 @@ func TestSnapshotPushDiff(t *testing.T) {
 	if !ok || pushed == "" || strings.ContainsAny(pushed, " \n") {
 		t.Fatalf("push --dry-run=client -o name: want configmap/NAME, got %q", pushed)
 	}
+	// snapDigest is the digest push prints for the snapshot: that of the
+	// file's bytes, which the ConfigMap holds unchanged.
+	snapDigest := func(t *testing.T) string {
+		t.Helper()
+		b, err := os.ReadFile(snapFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return source.Digest(b)
+	}
 	pushSnapshot := func(t *testing.T) {
 		t.Helper()
 		mustDKC(t, c, "", "push", snapFile, "--name", "e2e-config")
@@ -197,8 +207,8 @@ func TestSnapshotPushDiff(t *testing.T) {
 	t.Run("push names the ConfigMap as kubectl does", func(t *testing.T) {
 		want := kubectlHashName(t, "e2e-config", snapFile)
 		r := mustDKC(t, c, "", "push", snapFile, "--name", "e2e-config")
-		if r.Stdout != "configmap/"+pushed+" created\n" {
-			t.Fatalf("stdout = %q, want configmap/%s created", r.Stdout, pushed)
+		if want := "configmap/" + pushed + " created, digest " + snapDigest(t) + "\n"; r.Stdout != want {
+			t.Fatalf("stdout = %q, want %q", r.Stdout, want)
 		}
 		if want != "" && pushed != want {
 			t.Errorf("pushed %q, kubectl create configmap --append-hash names it %q", pushed, want)
@@ -218,7 +228,7 @@ func TestSnapshotPushDiff(t *testing.T) {
 		}
 
 		r = mustDKC(t, c, snap.Stdout, "push", "-", "--name", "e2e-config")
-		if want := "configmap/" + pushed + " unchanged\n"; r.Stdout != want {
+		if want := "configmap/" + pushed + " unchanged, digest " + snapDigest(t) + "\n"; r.Stdout != want {
 			t.Errorf("second push: stdout = %q, want %q", r.Stdout, want)
 		}
 		r = mustDKC(t, c, "", "push", snapFile, "--name", "e2e-config", "-o", "yaml")
@@ -267,13 +277,13 @@ func TestSnapshotPushDiff(t *testing.T) {
 			t.Errorf("invalid maxPods: exit %d, stderr %q", r.ExitCode, r.Stderr)
 		}
 		r = dkc(t, c, snap.Stdout, "push", "-", "--name", "e2e-server-dry", "--dry-run=server")
-		if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "configmap/e2e-server-dry-") || !strings.HasSuffix(r.Stdout, " created (server dry run)\n") {
+		if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "configmap/e2e-server-dry-") || !strings.Contains(r.Stdout, " created, digest sha256:") || !strings.HasSuffix(r.Stdout, " (server dry run)\n") {
 			t.Errorf("--dry-run=server: exit %d, stdout %q", r.ExitCode, r.Stdout)
 		}
 		if after := configNames(t, c); !reflect.DeepEqual(before, after) {
 			t.Errorf("ConfigMaps changed from %v to %v", before, after)
 		}
-		name := strings.TrimSuffix(strings.TrimPrefix(r.Stdout, "configmap/"), " created (server dry run)\n")
+		name, _, _ := strings.Cut(strings.TrimPrefix(r.Stdout, "configmap/"), " created")
 		if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("get %s after --dry-run=server: %v, want not found", name, err)
 		}

@@ -39,9 +39,11 @@ type Options struct {
 	Carrier   string
 	// AllowUnsafe is --allow-unsafe: the safety classes the pin allows.
 	AllowUnsafe string
-	DryRun      string
-	Wait        bool
-	Timeout     time.Duration
+	// Digest is --digest: the sha256 the bytes must have, as reviewed.
+	Digest  string
+	DryRun  string
+	Wait    bool
+	Timeout time.Duration
 	// TimeoutSet is whether --timeout was given.
 	TimeoutSet bool
 
@@ -85,6 +87,15 @@ again. Changes that could hand the node to the config's author or weaken it
 (see docs/security.md) are refused by the agent unless the assignment allows
 their class: --allow-unsafe=CLASS[,CLASS]. The refusal names the flag that
 allows it. An allow-unsafe annotation on the ConfigMap is not honoured.
+--digest takes the sha256 of the bytes as a reviewer saw them (kubectl dkc
+push prints it): other bytes are refused before anything is written.
+
+Allowing a class is a permission of its own: the verb use on the resource
+unsafeclasses.kubectl-dkc.io named by the class (the ClusterRole
+kubectl-dkc:unsafe:CLASS grants it). assign asks the apiserver first
+(SelfSubjectAccessReview) and refuses, before writing anything, a class the
+caller may not use; admission refuses it too. --dry-run=client asks nothing,
+as it sends nothing.
 
 The assignment is carried in spec.configSource where the apiserver keeps it
 (before 1.26), else in the annotation ` + source.AssignedAnnotation + `.
@@ -120,6 +131,9 @@ With --wait, exit codes are:
   # Allow a change of the CPU manager policy (refused otherwise)
   kubectl dkc assign node-1 --config cpu-static-8m2kd9g6fc --allow-unsafe=resource-managers
 
+  # Assign only the bytes a reviewer saw (kubectl dkc push prints their digest)
+  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --digest sha256:<64 hex digits>
+
   # Show what would change without changing anything
   kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server
 
@@ -132,6 +146,7 @@ With --wait, exit codes are:
 	cmd.Flags().StringVar(&o.Config, "config", o.Config, "The ConfigMap that holds the kubelet config: NAME or configmap/NAME, as kubectl dkc push -o name prints it (required).")
 	cmd.Flags().StringVar(&o.Key, "key", o.Key, "Key of the kubelet config in the ConfigMap (kubeletConfigKey).")
 	util.AddAllowUnsafeFlag(cmd, &o.AllowUnsafe)
+	util.AddDigestFlag(cmd, &o.Digest)
 	cmd.Flags().StringVar(&o.Carrier, "carrier", o.Carrier, "Where to store the assignment: auto (detect per node), native (spec.configSource) or annotation.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, only print what would be assigned, sending nothing (the carrier is assumed, see --carrier); with server, send the patches as server-side dry-runs.`)
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until every node runs the assigned config, or reports an error for it.")
@@ -180,6 +195,9 @@ func (o *Options) Validate() error {
 	if _, err := util.ParseAllowUnsafe(o.AllowUnsafe); err != nil {
 		return err
 	}
+	if err := util.ValidateDigest(o.Digest); err != nil {
+		return err
+	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
 		return err
 	}
@@ -207,19 +225,24 @@ func (o *Options) Source() *corev1.NodeConfigSource {
 	}}
 }
 
-// Run checks the ConfigMap, assigns it to every selected node, and waits
-// when asked to.
+// Run checks the ConfigMap and the caller's right to the classes it
+// allows, assigns it to every selected node, and waits when asked to.
 func (o *Options) Run(ctx context.Context) error {
-	_, payload, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut)
+	_, payload, err := util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.Digest, o.ErrOut)
 	if err != nil {
 		return err
+	}
+	allow, _ := util.ParseAllowUnsafe(o.AllowUnsafe) // Validate checked it
+	if o.DryRun != util.DryRunClient {
+		if err := util.CheckAuthority(ctx, o.Client, allow, false); err != nil {
+			return fmt.Errorf("assign configmap %q: %w", o.Namespace+"/"+o.Config, err)
+		}
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err
 	}
 	src := o.Source()
-	allow, _ := util.ParseAllowUnsafe(o.AllowUnsafe) // Validate checked it
 	pin := source.NewPin(src, payload, allow)
 	o.warnRestarts(nodes, src)
 	now := time.Now()

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/utiltest"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -84,6 +85,10 @@ func TestValidate(t *testing.T) {
 			opts: options(func(o *Options) { o.Wait = true; o.DryRun = util.DryRunClient }),
 			want: "--wait cannot be used with --dry-run: nothing would change to wait for",
 		},
+		"a short digest": {
+			opts: options(func(o *Options) { o.Digest = "sha256:6f1ed002ab55" }),
+			want: `invalid --digest "sha256:6f1ed002ab55": write the full digest, "sha256:" and 64 lowercase hex digits, as kubectl dkc push prints it`,
+		},
 		"negative timeout": {
 			opts: options(func(o *Options) { o.Timeout = -time.Second }),
 			want: "invalid --timeout -1s: must not be negative (0 means forever)",
@@ -144,6 +149,7 @@ func TestRun(t *testing.T) {
 		wantErr     string
 		wantPatches int
 		wantAssign  map[string]string // node -> annotation after Run
+		mayUse      []string          // the classes the caller may use
 	}{
 		"annotation": {
 			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
@@ -228,6 +234,45 @@ func TestRun(t *testing.T) {
 			nodes:   []*corev1.Node{node("n1", nil, nil)},
 			wantErr: `configmap "kube-system/cm-5fd8t4bhgb" has no key "kubelet": it has no keys at all`,
 		},
+		"the reviewed digest": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation"; o.Digest = source.Digest([]byte("{}")) }),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantPatches: 1,
+			wantAssign:  map[string]string{"n1": assignedCM},
+		},
+		"other bytes than the reviewed digest are refused before any write": {
+			opts:       options(func(o *Options) { o.Carrier = "annotation"; o.Digest = source.Digest([]byte("reviewed")) }),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			wantErr:    `configmap "kube-system/cm-5fd8t4bhgb" holds ` + source.ShortDigest(source.Digest([]byte("{}"))) + ` under "kubelet", not the reviewed --digest ` + source.ShortDigest(source.Digest([]byte("reviewed"))) + `: its bytes changed since they were reviewed; review them again and pass their digest, or push the reviewed config under a new name (kubectl dkc push prints its digest)`,
+			wantAssign: map[string]string{"n1": ""},
+		},
+		"a class the caller may not use is refused before any write": {
+			opts:       options(func(o *Options) { o.Carrier = "annotation"; o.AllowUnsafe = "security,host-access" }),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			mayUse:     []string{"host-access"},
+			wantErr:    `assign configmap "kube-system/cm-5fd8t4bhgb": ` + source.UnsafeClassesDenied([]string{"security"}),
+			wantAssign: map[string]string{"n1": ""},
+		},
+		"classes the caller may use are pinned": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation"; o.AllowUnsafe = "security" }),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			mayUse:      []string{"security"},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantPatches: 1,
+			wantAssign:  map[string]string{"n1": assignedCM},
+		},
+		"a client dry run asks nothing, as it sends nothing": {
+			opts:       options(func(o *Options) { o.Carrier = "annotation"; o.AllowUnsafe = "security"; o.DryRun = util.DryRunClient }),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			wantOut:    "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation) (dry run)\n",
+			wantAssign: map[string]string{"n1": ""},
+		},
+		"a server dry run asks first, as admission would refuse it": {
+			opts:    options(func(o *Options) { o.Carrier = "annotation"; o.AllowUnsafe = "security"; o.DryRun = util.DryRunServer }),
+			nodes:   []*corev1.Node{node("n1", nil, nil)},
+			wantErr: `assign configmap "kube-system/cm-5fd8t4bhgb": ` + source.UnsafeClassesDenied([]string{"security"}),
+		},
 		"not pushed by dkc": {
 			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
 			cm:          configMap(func(cm *corev1.ConfigMap) { cm.Labels = nil }),
@@ -248,6 +293,7 @@ func TestRun(t *testing.T) {
 				objs = append(objs, n)
 			}
 			client := fake.NewClientset(objs...)
+			utiltest.Authorize(client, utiltest.MayUse(tc.mayUse...))
 			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 			o := tc.opts
 			o.Client, o.IOStreams = client, streams

@@ -27,6 +27,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
 // hashSuffixLen is the length of "-" plus the hash --append-hash appends.
@@ -85,7 +86,10 @@ in the namespace given by -n (default kube-system), labelled
 NAME-HASH, the same name that
 "kubectl create configmap NAME --from-file=kubelet=FILE --append-hash" gives,
 so that each content has its own name and an assigned config never changes
-under a node. Pushing the same content again reports "unchanged".
+under a node. Pushing the same content again reports "unchanged". push
+prints the sha256 of the config's bytes with the name (also with -o wide):
+a reviewer's digest, which assign --digest, rollout start --digest and a
+pool's spec.digest take, so that only those bytes reach a node.
 
 push warns on stderr about weak security settings (anonymous authentication
 on, authorization mode AlwaysAllow, a read-only port, protectKernelDefaults
@@ -97,8 +101,11 @@ cgroups. A node's agent refuses to change such a field from what its
 kubelet runs unless the assignment allows the class; the warning names the
 flag: kubectl dkc assign --allow-unsafe=CLASS. An allow-unsafe annotation on
 a ConfigMap is not honoured.`,
-		Example: `  # Push an edited snapshot; prints configmap/my-node-config-<hash> created
+		Example: `  # Push an edited snapshot; prints configmap/my-node-config-<hash> created, digest sha256:<hex>
   kubectl dkc push kubelet.json --name my-node-config
+
+  # The name, key and digest as a table
+  kubectl dkc push kubelet.json --name my-node-config -o wide
 
   # From stdin, straight from a snapshot
   kubectl dkc snapshot node-1 | kubectl dkc push - --name node-1-config
@@ -118,6 +125,8 @@ a ConfigMap is not honoured.`,
 	cmd.Flags().BoolVar(&o.AllowUnknownFields, "allow-unknown-fields", false, "Push a config with fields this version of dkc does not know, with a warning for each.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "server", or "client". If client strategy, only print the ConfigMap that would be created, without contacting the cluster. If server strategy, submit a server-side request without persisting it.`)
 	o.PrintFlags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s). The default and wide print the config's digest, which assign --digest, rollout start --digest and a pool's spec.digest take.",
+		strings.Join(append([]string{outputWide}, o.PrintFlags.AllowedFormats()...), ", "))
 	return cmd
 }
 
@@ -165,6 +174,9 @@ func (o *Options) Validate() error {
 	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
 		return err
+	}
+	if *o.PrintFlags.OutputFormat == outputWide {
+		return nil
 	}
 	if _, err := o.PrintFlags.ToPrinter(); err != nil {
 		return fmt.Errorf("invalid --output: %w", err)
@@ -302,10 +314,26 @@ func (o *Options) conflict(name string, err error) error {
 	return fmt.Errorf("%w: push under a new --name, or use --append-hash so that each content gets its own name", err)
 }
 
-// print prints obj with operation op ("created" or "unchanged"), marked as
-// a dry run as kubectl marks it.
+// outputWide is -o wide, which push prints itself: a table of the
+// ConfigMap's name, key and digest.
+const outputWide = "wide"
+
+// print prints obj with operation op ("created" or "unchanged") and the
+// digest of its config, which assign, rollout start and a pool's
+// spec.digest take as the reviewed bytes, marked as a dry run as kubectl
+// marks it. -o name prints only configmap/NAME, for scripts.
 func (o *Options) print(obj *corev1.ConfigMap, op string) error {
-	p, err := util.ToPrinter(o.PrintFlags, o.DryRun, op)
+	payload, err := source.Payload(obj, o.Key)
+	if err != nil {
+		return err
+	}
+	digest := source.Digest(payload)
+	if *o.PrintFlags.OutputFormat == outputWide {
+		t := table.New("Name", "Key", "Digest", "Result")
+		table.AddRow(t, "configmap/"+obj.Name, o.Key, digest, op+util.DryRunSuffix(o.DryRun))
+		return table.Print(o.Out, t)
+	}
+	p, err := util.ToPrinter(o.PrintFlags, o.DryRun, op+", digest "+digest)
 	if err != nil {
 		return err
 	}

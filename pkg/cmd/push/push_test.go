@@ -72,8 +72,8 @@ func TestValidate(t *testing.T) {
 			want:   `invalid --dry-run "true": must be "none", "client", or "server"`,
 		},
 		"bad output": {
-			change: func(o *Options) { *o.PrintFlags.OutputFormat = "wide" },
-			want:   `invalid --output: unable to match a printer suitable for the output format "wide", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml`,
+			change: func(o *Options) { *o.PrintFlags.OutputFormat = "wider" },
+			want:   `invalid --output: unable to match a printer suitable for the output format "wider", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml`,
 		},
 	}
 	for name, tc := range tests {
@@ -151,18 +151,18 @@ func TestRun(t *testing.T) {
 	}{
 		"created": {
 			input:   validConfig,
-			wantOut: "configmap/my-node-config-fktmh22d66 created\n",
+			wantOut: "configmap/my-node-config-fktmh22d66 created, digest " + source.Digest([]byte(validConfig)) + "\n",
 		},
 		"unchanged": {
 			input:    validConfig,
 			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config-fktmh22d66", Namespace: "kube-system"}, Data: map[string]string{"kubelet": validConfig}},
-			wantOut:  "configmap/my-node-config-fktmh22d66 unchanged\n",
+			wantOut:  "configmap/my-node-config-fktmh22d66 unchanged, digest " + source.Digest([]byte(validConfig)) + "\n",
 		},
 		"unchanged, with the ConfigMap's opt-in annotation": {
 			input: validConfig,
 			existing: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-node-config-fktmh22d66", Namespace: "kube-system",
 				Annotations: map[string]string{"kubectl-dkc.io/allow-unsafe": "*"}}, Data: map[string]string{"kubelet": validConfig}},
-			wantOut:    "configmap/my-node-config-fktmh22d66 unchanged\n",
+			wantOut:    "configmap/my-node-config-fktmh22d66 unchanged, digest " + source.Digest([]byte(validConfig)) + "\n",
 			wantErrOut: `Warning: configmap "kube-system/my-node-config-fktmh22d66" carries kubectl-dkc.io/allow-unsafe=*, which no agent honours: the opt-in is the assigner's (--allow-unsafe=CLASS on assign or rollout start)` + "\n",
 		},
 		"conflict without hash": {
@@ -179,7 +179,13 @@ func TestRun(t *testing.T) {
 		"client dry run by name": {
 			input:   validConfig,
 			change:  func(o *Options) { o.DryRun = util.DryRunClient },
-			wantOut: "configmap/my-node-config-fktmh22d66 created (dry run)\n",
+			wantOut: "configmap/my-node-config-fktmh22d66 created, digest " + source.Digest([]byte(validConfig)) + " (dry run)\n",
+		},
+		"wide: the name, key and digest": {
+			input:  validConfig,
+			change: func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "wide" },
+			wantOut: "NAME                                  KEY       DIGEST                                                                    RESULT\n" +
+				"configmap/my-node-config-fktmh22d66   kubelet   " + source.Digest([]byte(validConfig)) + "   created (dry run)\n",
 		},
 		"client dry run as json": {
 			input: validConfig,
@@ -200,7 +206,7 @@ func TestRun(t *testing.T) {
 		"unknown field allowed": {
 			input:      validConfig + "maxPod: 3\n",
 			change:     func(o *Options) { o.AllowUnknownFields = true },
-			wantOut:    "configmap/my-node-config-g8m6kcb5ht created\n",
+			wantOut:    "configmap/my-node-config-g8m6kcb5ht created, digest " + source.Digest([]byte(validConfig+"maxPod: 3\n")) + "\n",
 			wantErrOut: "Warning: stdin: unknown field \"maxPod\"\n",
 		},
 		"weak security settings": {

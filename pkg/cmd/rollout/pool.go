@@ -86,8 +86,10 @@ func printPoolHistory(streams genericiooptions.IOStreams, p *pool.Pool, revs []p
 
 // undoPool points pool name back at revision to's config (0: the revision
 // before the current one), pinned to the bytes that revision pinned; the
-// controller rolls it out as the pool's next revision.
-func undoPool(ctx context.Context, pools *pool.Store, rollouts *rollout.Store, name string, to int64, out io.Writer) error {
+// controller rolls it out as the pool's next revision. It asks first
+// whether the caller may allow that revision's classes, and drain when the
+// pool does.
+func undoPool(ctx context.Context, client kubernetes.Interface, pools *pool.Store, rollouts *rollout.Store, name string, to int64, out io.Writer) error {
 	p, revs, err := poolRevisions(ctx, pools, rollouts, name)
 	if err != nil {
 		return err
@@ -110,6 +112,9 @@ func undoPool(ctx context.Context, pools *pool.Store, rollouts *rollout.Store, n
 		first := r.Rollouts[0]
 		if first.Spec.Config == nil || first.Spec.Pin == nil {
 			return fmt.Errorf("revision %d of nodeconfigpool %q names no config", to, name)
+		}
+		if err := util.CheckAuthority(ctx, client, first.Spec.Pin.AllowUnsafe, p.Spec.Strategy.Drain); err != nil {
+			return fmt.Errorf("undo nodeconfigpool %q to revision %d: %w", name, to, err)
 		}
 		if _, err := pools.SetConfig(ctx, name, p.ResourceVersion, first.Spec.Config, first.Spec.Pin); err != nil {
 			return err

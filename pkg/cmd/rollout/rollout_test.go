@@ -52,6 +52,10 @@ func TestStartValidate(t *testing.T) {
 		"negative soak":   {opts: valid(func(o *StartOptions) { o.Soak = -time.Second }), wantErr: "--soak, --timeout and --drain-timeout must not be negative"},
 		"wait and dry run": {opts: valid(func(o *StartOptions) { o.Wait, o.DryRun = true, util.DryRunClient }),
 			wantErr: "--wait cannot be used with --dry-run: nothing would change to wait for"},
+		"digest and to-local": {opts: valid(func(o *StartOptions) { o.Config, o.ToLocal, o.Digest = "", true, source.Digest(nil) }),
+			wantErr: "--digest cannot be used with --to-local: a node's local config has no bytes in a ConfigMap to check"},
+		"a short digest": {opts: valid(func(o *StartOptions) { o.Digest = "sha256:6f1ed002ab55" }),
+			wantErr: `invalid --digest "sha256:6f1ed002ab55": write the full digest, "sha256:" and 64 lowercase hex digits, as kubectl dkc push prints it`},
 		"force without drain": {opts: valid(func(o *StartOptions) { o.DrainForce = true }), wantErr: "--drain-force and --drain-delete-emptydir-data need --drain"},
 		"bad name":            {opts: valid(func(o *StartOptions) { o.Name = "Bad_Name" }), wantErr: `invalid --name "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 	}

@@ -47,7 +47,9 @@ type StartOptions struct {
 	Soak           time.Duration
 	OrderByLabel   string
 	// AllowUnsafe is --allow-unsafe: the safety classes the pin allows.
-	AllowUnsafe   string
+	AllowUnsafe string
+	// Digest is --digest: the sha256 the bytes must have, as reviewed.
+	Digest        string
 	Drain         bool
 	DrainTimeout  time.Duration
 	DrainForce    bool
@@ -105,10 +107,20 @@ config instead, under the same budget.
 
 Every node is assigned the ConfigMap's bytes as they are when the rollout
 starts (their sha256 is pinned): an edit made during the rollout reaches no
-node. Fields whose change the agents refuse unless the assignment allows
+node. --digest takes the sha256 of the bytes as a reviewer saw them
+(kubectl dkc push prints it): other bytes are refused before anything is
+written. Fields whose change the agents refuse unless the assignment allows
 their class (static pods, certificates, the runtime and DNS endpoints,
 authorization, resource managers: docs/security.md) are named before
 anything starts; --allow-unsafe=CLASS[,CLASS] allows them.
+
+Allowing a class is a permission of its own: the verb use on the resource
+unsafeclasses.kubectl-dkc.io named by the class (the ClusterRole
+kubectl-dkc:unsafe:CLASS grants it), and a rollout that drains needs the
+right to evict pods in every namespace, as kubectl drain does. start asks
+the apiserver first (SelfSubjectAccessReview) and refuses, before writing
+anything, what the caller may not do; admission refuses it too.
+--dry-run=client asks nothing, as it sends nothing.
 
 A config that changes cpuManagerPolicy, memoryManagerPolicy or
 topologyManagerPolicy on a node needs the node drained first: it is refused
@@ -162,6 +174,7 @@ Exit codes with --wait:
 	fl.DurationVar(&o.Soak, "soak", o.Soak, "How long a finished wave must stay healthy before the next one starts. 0: no waves after the canary; a freed slot goes at once to the next node.")
 	fl.StringVar(&o.OrderByLabel, "order-by-label", o.OrderByLabel, "Take nodes in the order of this label's value (nodes without it last), then by name.")
 	util.AddAllowUnsafeFlag(cmd, &o.AllowUnsafe)
+	util.AddDigestFlag(cmd, &o.Digest)
 	fl.BoolVar(&o.Drain, "drain", o.Drain, "Cordon and drain the nodes where the config changes a resource manager policy, and uncordon them after their health gate.")
 	fl.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long to wait for one node's pods to be evicted; 0 means forever.")
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
@@ -206,8 +219,13 @@ func (o *StartOptions) Validate() error {
 		return errors.New("--config and --to-local exclude each other: roll out a config, or go back to local")
 	case o.AllowUnsafe != "" && o.ToLocal:
 		return errors.New("--allow-unsafe cannot be used with --to-local: a node's local config is not checked by its agent")
+	case o.Digest != "" && o.ToLocal:
+		return errors.New("--digest cannot be used with --to-local: a node's local config has no bytes in a ConfigMap to check")
 	}
 	if _, err := util.ParseAllowUnsafe(o.AllowUnsafe); err != nil {
+		return err
+	}
+	if err := util.ValidateDigest(o.Digest); err != nil {
 		return err
 	}
 	if _, err := util.ConfigMapName(o.Config); err != nil {
@@ -255,8 +273,9 @@ func (o *StartOptions) target() *corev1.NodeConfigSource {
 	}}
 }
 
-// Run plans and creates the rollout; with --wait it follows it, or drives
-// it when no controller does.
+// Run plans the rollout, checks the caller's right to the classes it allows
+// and to its drains, and creates it; with --wait it follows it, or drives it
+// when no controller does.
 func (o *StartOptions) Run(ctx context.Context) error {
 	lead := ""
 	if o.DryRun == util.DryRunNone {
@@ -276,7 +295,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	var pin *source.Pin
 	var payload []byte
 	if target != nil {
-		if _, payload, err = util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.ErrOut); err != nil {
+		if _, payload, err = util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.Digest, o.ErrOut); err != nil {
 			return err
 		}
 		pin = source.NewPin(target, payload, allow)
@@ -322,6 +341,11 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		},
 	}
 	r := rollout.New(o.Namespace, o.name(), spec)
+	if o.DryRun != util.DryRunClient {
+		if err := util.CheckAuthority(ctx, o.Client, allow, len(drain) > 0); err != nil {
+			return fmt.Errorf("start rollout %q: %w", r.Name, err)
+		}
+	}
 	switch o.DryRun {
 	case util.DryRunClient:
 		return o.printPlan(r)

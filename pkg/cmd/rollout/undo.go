@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,6 +72,12 @@ With ncp/POOL, point the NodeConfigPool back at the config of revision
 that revision pinned: the controller rolls it out as the pool's next
 revision, under the pool's strategy. If the pool's spec is kept in git,
 change it there too, or the next sync undoes the undo.
+
+An undo allows the unsafe classes of the pins it gives back, and drains
+where the undone rollout drained: as rollout start does, undo asks the
+apiserver first whether the caller may use those classes and evict pods,
+and refuses before writing anything (before aborting the rollout, or
+changing the pool) when not.
 
 --wait, --timeout and the exit codes are those of rollout start; with a
 pool, --wait follows it until it is Ready (0) or Stalled (2).`,
@@ -174,7 +181,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 		if lead == "" {
 			return errNoController(o.Namespace)
 		}
-		if err := undoPool(ctx, poolStore(o.Store), o.Store, o.Pool, o.ToRevision, o.Out); err != nil {
+		if err := undoPool(ctx, o.Client, poolStore(o.Store), o.Store, o.Pool, o.ToRevision, o.Out); err != nil {
 			return err
 		}
 		if !o.Wait {
@@ -189,6 +196,9 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	orig, err := o.original(ctx, store)
 	if err != nil {
 		return err
+	}
+	if err := util.CheckAuthority(ctx, o.Client, undoClasses(orig), len(orig.Spec.Drain) > 0); err != nil {
+		return fmt.Errorf("undo rollout %q: %w", orig.Name, err)
 	}
 	if !orig.State().Terminal() {
 		if orig, err = store.Request(ctx, orig.Name, rollout.Aborted, rollout.Running, rollout.Paused); err != nil {
@@ -221,6 +231,20 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	return follow(ctx, o.Client, store, lead, created.Name, o.Timeout, o.IOStreams)
+}
+
+// undoClasses are the classes that an undo of orig may allow: those of the
+// pins its nodes had before it, for every node it may have started (asked
+// before orig is aborted, so that a refusal writes nothing).
+func undoClasses(orig *rollout.Rollout) []string {
+	var classes []string
+	for _, n := range orig.Spec.Nodes {
+		if pin := orig.NodeStatus(n).PreviousPin; pin != nil {
+			classes = append(classes, pin.AllowUnsafe...)
+		}
+	}
+	slices.Sort(classes)
+	return slices.Compact(classes)
 }
 
 // original is the rollout to undo: NAME, or with --latest the newest that

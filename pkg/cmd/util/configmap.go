@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +20,13 @@ import (
 
 // AssignableConfigMap gets the ConfigMap namespace/name that assign and
 // rollout start are about to put on nodes, checks that it holds key
-// (source.Payload's rule), and returns it with the bytes under key: the
-// bytes the assignment pins. It warns on errOut when kubectl dkc push did
-// not create it, and when it carries source.AllowUnsafeAnnotation, which
-// no agent honours. Its errors say how to fix the flags.
-func AssignableConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name, key string, errOut io.Writer) (*corev1.ConfigMap, []byte, error) {
+// (source.Payload's rule) and, when digest is not empty, that the bytes
+// under key are the ones a reviewer saw (--digest), and returns it with
+// those bytes: the bytes the assignment pins. It warns on errOut when
+// kubectl dkc push did not create it, and when it carries
+// source.AllowUnsafeAnnotation, which no agent honours. Its errors say how
+// to fix the flags.
+func AssignableConfigMap(ctx context.Context, client kubernetes.Interface, namespace, name, key, digest string, errOut io.Writer) (*corev1.ConfigMap, []byte, error) {
 	ref := namespace + "/" + name
 	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -39,6 +42,10 @@ func AssignableConfigMap(ctx context.Context, client kubernetes.Interface, names
 			return nil, nil, fmt.Errorf("%w; choose one with --key", err)
 		}
 		return nil, nil, err
+	}
+	if got := source.Digest(payload); digest != "" && got != digest {
+		return nil, nil, fmt.Errorf("configmap %q holds %s under %q, not the reviewed --digest %s: its bytes changed since they were reviewed; review them again and pass their digest, or push the reviewed config under a new name (kubectl dkc push prints its digest)",
+			ref, source.ShortDigest(got), key, source.ShortDigest(digest))
 	}
 	if _, ok := cm.Labels[source.ConfigLabel]; !ok {
 		fmt.Fprintf(errOut, "Warning: configmap %q has no label %s: it was not pushed by kubectl dkc push\n", ref, source.ConfigLabel)
@@ -93,4 +100,18 @@ func ConfigMapName(ref string) (string, error) {
 		return "", errors.New(strings.Join(msgs, ", "))
 	}
 	return name, nil
+}
+
+// AddDigestFlag adds --digest, the sha256 of the config's bytes as a
+// reviewer saw them, bound to value.
+func AddDigestFlag(cmd *cobra.Command, value *string) {
+	cmd.Flags().StringVar(value, "digest", *value, `The sha256 of the config's bytes as they were reviewed ("sha256:" and 64 hex digits, as kubectl dkc push prints it): other bytes under --key are refused before anything is written.`)
+}
+
+// ValidateDigest checks the value of --digest: empty, or a full digest.
+func ValidateDigest(digest string) error {
+	if digest != "" && !source.ValidDigest(digest) {
+		return fmt.Errorf("invalid --digest %q: write the full digest, \"sha256:\" and 64 lowercase hex digits, as kubectl dkc push prints it", digest)
+	}
+	return nil
 }
