@@ -55,8 +55,9 @@ func internalError(err error) *configError {
 // kubelet already runs changes nothing it does. A kubelet that does not
 // answer leaves the stricter comparison with the file alone.
 //
-// Then it refuses values that cannot be right on this node, whatever the
-// assignment allows (kubeletconfig.CheckBounds against facts).
+// Values that cannot be right on this node, whatever the assignment allows
+// (kubeletconfig.CheckBounds against facts), are refused first: no opt-in
+// would make them apply.
 func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allowUnsafe []string, facts kubeletconfig.NodeFacts) *configError {
 	if a.Writer.Mode() == kubelet.DropIn {
 		partial, _, err := kubeletconfig.DecodePartial(payload, kubeletconfig.DecodeOptions{})
@@ -90,11 +91,11 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 	for i, c := range allowUnsafe {
 		allowed[i] = kubeletconfig.SafetyClass(c)
 	}
-	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
-		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
-	}
 	if v := kubeletconfig.CheckBounds(cfg, facts); len(v) > 0 {
 		return validateError("refused: cannot be right on this node: " + kubeletconfig.FormatViolations(v))
+	}
+	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
+		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
 	}
 	return nil
 }
