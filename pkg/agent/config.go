@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -104,11 +105,19 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 // its capacity, the pods it runs (of pods, the pods bound to it), and the
 // eviction signals measured on it now.
 func (a *Agent) nodeFacts(node *corev1.Node, pods []*corev1.Pod) kubeletconfig.NodeFacts {
-	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods)}
+	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods), NodeMonitorGracePeriod: a.nodeMonitorGrace()}
 	if a.Signals != nil {
 		f.Signals = a.Signals()
 	}
 	return f
+}
+
+// nodeMonitorGrace is NodeMonitorGracePeriod, or its default.
+func (a *Agent) nodeMonitorGrace() time.Duration {
+	if a.NodeMonitorGracePeriod > 0 {
+		return a.NodeMonitorGracePeriod
+	}
+	return kubeletconfig.DefaultNodeMonitorGracePeriod
 }
 
 // running returns the config the kubelet runs, from its /configz, or nil

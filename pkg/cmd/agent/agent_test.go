@@ -14,6 +14,7 @@ func TestValidate(t *testing.T) {
 			KubeletRootDir: "/var/lib/kubelet", ApplyMode: "replace", Restart: "systemd", SystemdUnit: "kubelet.service",
 			RestartTimeout: time.Minute, HealthTimeout: time.Minute, PodReadyTimeout: time.Minute, TrialDuration: 10 * time.Minute,
 			MetricsBindAddress: "127.0.0.1:10390", HealthBindAddress: "0", APIServerGracePeriod: time.Minute,
+			NodeMonitorGracePeriod: 50 * time.Second,
 		}
 	}
 	tests := map[string]struct {
@@ -53,6 +54,10 @@ func TestValidate(t *testing.T) {
 		"zero apiserver grace period": {
 			edit:    func(o *Options) { o.APIServerGracePeriod = 0 },
 			wantErr: "--apiserver-grace-period must be positive, got 0s",
+		},
+		"zero node monitor grace period": {
+			edit:    func(o *Options) { o.NodeMonitorGracePeriod = 0 },
+			wantErr: "--node-monitor-grace-period must be positive, got 0s: kube-controller-manager's value (default 50s)",
 		},
 		"bad metrics address": {
 			edit:    func(o *Options) { o.MetricsBindAddress = "10390" },
