@@ -196,13 +196,13 @@ func heartbeatGap(interval time.Duration) time.Duration {
 }
 
 // FormatViolations shows violations as `field value (bound)`, separated by
-// semicolons.
+// semicolons, bounded (JoinBounded, with long values shortened).
 func FormatViolations(v []Violation) string {
 	parts := make([]string, len(v))
 	for i, x := range v {
-		parts[i] = fmt.Sprintf("%s %s (%s)", x.Field, x.Value, x.Bound)
+		parts[i] = fmt.Sprintf("%s %s (%s)", shortValue(x.Field), shortValue(x.Value), x.Bound)
 	}
-	return strings.Join(parts, "; ")
+	return JoinBounded(parts, "; ")
 }
 
 // effectiveEvictionHard is evictionHard as the kubelet runs it: the

@@ -215,7 +215,7 @@ func TestRefusedSingleChanges(t *testing.T) {
 	// starts holds the starting config of a change that needs one: a field
 	// of a struct that is set already.
 	starts := map[string]func(*config){
-		"tracing.endpoint": func(c *config) { c.Tracing = &tracingapi.TracingConfiguration{} },
+		"tracing.endpoint":         func(c *config) { c.Tracing = &tracingapi.TracingConfiguration{} },
 		"userNamespaces.idsPerPod": func(c *config) { c.UserNamespaces = &kubeletconfigv1beta1.UserNamespaces{} },
 	}
 	optIn := slices.DeleteFunc(Classes(), func(c SafetyClass) bool { return !c.RefusedByDefault() })

@@ -201,13 +201,13 @@ func FormatRefusal(refused []Change) string {
 }
 
 // FormatChanges shows each change as `field "old" -> "new" (class)`,
-// comma-separated.
+// comma-separated, bounded (JoinBounded, with long values shortened).
 func FormatChanges(changes []Change) string {
 	parts := make([]string, len(changes))
 	for i, c := range changes {
-		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", c.Field, c.Old, c.New, c.Class)
+		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", shortValue(c.Field), shortValue(c.Old), shortValue(c.New), c.Class)
 	}
-	return strings.Join(parts, ", ")
+	return JoinBounded(parts, ", ")
 }
 
 // NeedsOptIn lists the fields cfg sets away from the kubelet's defaults in
@@ -229,11 +229,11 @@ func FormatNeedsOptIn(changes []Change) string {
 		if _, ok := fields[c.Class]; !ok {
 			classes = append(classes, c.Class)
 		}
-		fields[c.Class] = append(fields[c.Class], c.Field)
+		fields[c.Class] = append(fields[c.Class], shortValue(c.Field))
 	}
 	parts := make([]string, len(classes))
 	for i, c := range classes {
-		parts[i] = fmt.Sprintf("%s (%s)", c, strings.Join(fields[c], ", "))
+		parts[i] = fmt.Sprintf("%s (%s)", c, JoinBounded(fields[c], ", "))
 	}
 	return "sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: " +
 		strings.Join(parts, ", ") + ". A node whose kubelet runs the same values applies them"
