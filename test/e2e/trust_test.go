@@ -137,7 +137,11 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 		const want = " more; to allow them, assign again with --allow-unsafe=host-access"
 		refused(t, "trust-gates", "trust-small", "Refused", want)
 		wantEvent(t, c, n.Name, "Refused")
-		r := mustDKC(t, c, "", "status", n.Name, "-o", "json")
+		// status exits 2 when a node reports an error, and prints it.
+		r := dkc(t, c, "", "status", n.Name, "-o", "json")
+		if r.ExitCode != 2 {
+			t.Errorf("status: exit %d, want 2 (the node reported an error); stderr:\n%.2000s", r.ExitCode, r.Stderr)
+		}
 		if !strings.Contains(r.Stdout, `featureGates[\"DKCTestGate00000\"]`) || !strings.Contains(r.Stdout, want) {
 			t.Errorf("kubectl dkc status does not show the bounded refusal:\n%.2000s", r.Stdout)
 		}
