@@ -72,12 +72,15 @@ const (
 	// Unknown and evicts its pods.
 	heartbeatsInGrace = 2
 
-	// minPodPidsLimit is the lowest podPidsLimit that can be right on a
-	// live node. The limit applies to every pod, the node's own DaemonSets
-	// (kube-proxy, CNI and CSI agents) included, and counts threads: a Go
-	// runtime starts a thread per CPU and more, a JVM tens. Below it they
-	// fail to start or fork; -1 and 0 mean unlimited.
-	minPodPidsLimit = 64
+	// minPodPidsLimit is the lowest podPidsLimit at which a pod can start
+	// at all. The limit applies to every pod, the node's own DaemonSets
+	// included, and counts threads, not only processes: the pause process,
+	// and runc init (a Go program of several threads) starting each
+	// container inside the pod's cgroup, take about ten before the
+	// container's first process runs. Below it no pod starts; -1 and 0 mean
+	// unlimited. Whether a pod's own image fits above it is not a bound:
+	// the health gate's new pod shows it on the node.
+	minPodPidsLimit = 16
 	// minContainerLogMaxSize is the lowest containerLogMaxSize that keeps
 	// logs: one CRI log line, which containerd splits at 16 KiB
 	// (max_container_log_line_size). A smaller file is rotated on every
@@ -156,7 +159,7 @@ func CheckBounds(cfg *kubeletconfigv1beta1.KubeletConfiguration, facts NodeFacts
 
 	if cfg.PodPidsLimit != nil && *cfg.PodPidsLimit > 0 && *cfg.PodPidsLimit < minPodPidsLimit {
 		out = append(out, Violation{Field: "podPidsLimit", Value: strconv.FormatInt(*cfg.PodPidsLimit, 10),
-			Bound: fmt.Sprintf("below %d: every pod, the node's DaemonSets included, fails to start threads or processes", minPodPidsLimit)})
+			Bound: fmt.Sprintf("below %d: no pod, the node's DaemonSets included, can start its containers", minPodPidsLimit)})
 	}
 	if q, err := resource.ParseQuantity(cfg.ContainerLogMaxSize); err == nil && q.Sign() > 0 && q.Value() < minContainerLogMaxSize {
 		out = append(out, Violation{Field: "containerLogMaxSize", Value: cfg.ContainerLogMaxSize,

@@ -138,10 +138,10 @@ func TestCheckBounds(t *testing.T) {
 		"a podPidsLimit that lets no pod fork": {
 			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](1) }),
 			facts: NodeFacts{},
-			want:  []Violation{{Field: "podPidsLimit", Value: "1", Bound: "below 64: every pod, the node's DaemonSets included, fails to start threads or processes"}},
+			want:  []Violation{{Field: "podPidsLimit", Value: "1", Bound: "below 16: no pod, the node's DaemonSets included, can start its containers"}},
 		},
 		"a podPidsLimit at the floor": {
-			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](64) }),
+			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](16) }),
 			facts: NodeFacts{},
 		},
 		"podPidsLimit unlimited": {

@@ -355,7 +355,7 @@ var fieldClasses = []FieldClass{
 	{"evictionMaxPodGracePeriod", Capacity, "the termination grace evicted pods get"},
 	{"evictionMinimumReclaim", Capacity, "how much an eviction frees beyond the threshold"},
 	{"mergeDefaultEvictionSettings", Capacity, "whether the defaults fill in eviction signals left out"},
-	{"podPidsLimit", Capacity, "the PIDs each pod may use; running pods above it fail to fork. A limit below 64 is refused (a bound): it applies to every pod, the node's DaemonSets included, whose Go or Java runtimes start a thread per CPU and more"},
+	{"podPidsLimit", Capacity, "the PIDs each pod may use; running pods above it fail to fork. A limit below 16 is refused (a bound): it applies to every pod, the node's DaemonSets included, and counts threads; the pause process and runc init take about ten before a container's first process runs"},
 	{"cpuCFSQuota", Isolation, "false stops enforcing CPU limits: any pod can take every CPU from the node's other pods and its daemons; true is capacity"},
 	{"cpuCFSQuotaPeriod", Capacity, "the CFS period CPU limits are enforced over"},
 	{"memorySwap.swapBehavior", Capacity, "whether pods may use swap"},

@@ -113,7 +113,7 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 			// Renewed every 49.75s: with 4% jitter, past the 50s grace
 			// after one failed renewal.
 			{"lease-199", `cannot be right on this node: nodeLeaseDurationSeconds 199 (`, func(cfg map[string]any) { cfg["nodeLeaseDurationSeconds"] = 199 }},
-			{"pids-1", `cannot be right on this node: podPidsLimit 1 (below 64`, func(cfg map[string]any) { cfg["podPidsLimit"] = 1 }},
+			{"pids-1", `cannot be right on this node: podPidsLimit 1 (below 16`, func(cfg map[string]any) { cfg["podPidsLimit"] = 1 }},
 			{"verbosity-8", `logging.verbosity "" -> "8" (security)`, func(cfg map[string]any) { cfg["logging"] = map[string]any{"verbosity": 8} }},
 			{"no-hard-eviction", `evictionHard["memory.available"] "1Mi" -> "" (isolation)`, func(cfg map[string]any) { cfg["evictionHard"] = map[string]any{} }},
 			{"no-cfs-quota", `cpuCFSQuota "" -> "false" (isolation)`, func(cfg map[string]any) { cfg["cpuCFSQuota"] = false }},
