@@ -72,6 +72,12 @@ type Agent struct {
 	// TrialDuration is how long an applied config must run before it
 	// becomes last-known-good.
 	TrialDuration time.Duration
+	// NodeMonitorGracePeriod is kube-controller-manager's
+	// --node-monitor-grace-period: how long the node may go without a
+	// heartbeat before it turns Unknown. The bounds keep the lease and
+	// status intervals under it, and the trial judges the Lease by it;
+	// 0 means kubeletconfig.DefaultNodeMonitorGracePeriod.
+	NodeMonitorGracePeriod time.Duration
 	// OnDrift is DriftReport (default) or DriftReassert: what to do when
 	// the kubelet's config holds bytes the agent never wrote.
 	OnDrift string

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -55,8 +56,9 @@ func internalError(err error) *configError {
 // kubelet already runs changes nothing it does. A kubelet that does not
 // answer leaves the stricter comparison with the file alone.
 //
-// Then it refuses values that cannot be right on this node, whatever the
-// assignment allows (kubeletconfig.CheckBounds against facts).
+// Values that cannot be right on this node, whatever the assignment allows
+// (kubeletconfig.CheckBounds against facts), are refused first: no opt-in
+// would make them apply.
 func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allowUnsafe []string, facts kubeletconfig.NodeFacts) *configError {
 	if a.Writer.Mode() == kubelet.DropIn {
 		partial, _, err := kubeletconfig.DecodePartial(payload, kubeletconfig.DecodeOptions{})
@@ -90,11 +92,11 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 	for i, c := range allowUnsafe {
 		allowed[i] = kubeletconfig.SafetyClass(c)
 	}
-	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
-		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
-	}
 	if v := kubeletconfig.CheckBounds(cfg, facts); len(v) > 0 {
 		return validateError("refused: cannot be right on this node: " + kubeletconfig.FormatViolations(v))
+	}
+	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
+		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
 	}
 	return nil
 }
@@ -103,11 +105,19 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 // its capacity, the pods it runs (of pods, the pods bound to it), and the
 // eviction signals measured on it now.
 func (a *Agent) nodeFacts(node *corev1.Node, pods []*corev1.Pod) kubeletconfig.NodeFacts {
-	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods)}
+	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods), NodeMonitorGracePeriod: a.nodeMonitorGrace()}
 	if a.Signals != nil {
 		f.Signals = a.Signals()
 	}
 	return f
+}
+
+// nodeMonitorGrace is NodeMonitorGracePeriod, or its default.
+func (a *Agent) nodeMonitorGrace() time.Duration {
+	if a.NodeMonitorGracePeriod > 0 {
+		return a.NodeMonitorGracePeriod
+	}
+	return kubeletconfig.DefaultNodeMonitorGracePeriod
 }
 
 // running returns the config the kubelet runs, from its /configz, or nil

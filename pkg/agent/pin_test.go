@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -231,6 +232,37 @@ func TestBoundsRefusedBeforeKubelet(t *testing.T) {
 	diff(t, "kubelet config", local, string(e.writer.Current))
 	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
 	diff(t, "condition", "False Refused", e.condition(t))
+}
+
+// The lease bound is judged against --node-monitor-grace-period: a lease of
+// 120s (two renewals with jitter: 62.4s) is refused under the default 50s,
+// and applied on a cluster whose grace period is 2m.
+func TestNodeMonitorGracePeriodBounds(t *testing.T) {
+	payload := `{` + header + `,"maxPods":110,"nodeLeaseDurationSeconds":120}`
+	tests := map[string]struct {
+		grace         time.Duration
+		wantCondition string
+		wantError     string
+	}{
+		"default grace period": {
+			wantCondition: "False Refused",
+			wantError:     "refused: cannot be right on this node: nodeLeaseDurationSeconds 120 (renewed every 30s (a quarter of it) plus up to 4% jitter: after one failed renewal the next lands 1m2.4s later, at or beyond the node monitor grace period 50s)",
+		},
+		"a cluster's longer grace period": {grace: 2 * time.Minute, wantCondition: "True Trial"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.a.NodeMonitorGracePeriod = tc.grace
+			e.configMap(t, "a", payload, nil)
+			e.assign(t, "a")
+			e.sync(t)
+			diff(t, "condition", tc.wantCondition, e.condition(t))
+			if st := e.status(t); !strings.HasSuffix(st.Error, tc.wantError) {
+				t.Errorf("status error %q, want it to end in %q", st.Error, tc.wantError)
+			}
+		})
+	}
 }
 
 // The status names the pin it judged, so that a waiter tells a verdict on

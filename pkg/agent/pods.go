@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
-	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 )
 
@@ -276,7 +275,7 @@ func (a *Agent) checkTrial(ctx context.Context, node *corev1.Node, base *nodehea
 		pods = nil
 	}
 	obs := nodehealth.Observed{Node: node, Pods: pods, Stopped: a.podView.stoppedSince(base.Taken), Now: a.Clock.Now(),
-		Grace: kubeletconfig.DefaultNodeMonitorGracePeriod}
+		Grace: a.nodeMonitorGrace()}
 	if renewed := a.leaseRenewed; !renewed.IsZero() && obs.Now.Before(renewed.Add(obs.Grace-trialCheckInterval)) {
 		// A Lease renewed then cannot turn stale before then plus the
 		// grace period: read it again only within a check of that.

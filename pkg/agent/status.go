@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -150,6 +151,7 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
 	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhaseReport).Observe(a.Clock.Since(began).Seconds()) }()
+	r = r.bounded()
 
 	cur, curCarrier, err := source.Status(node)
 	if err != nil {
@@ -230,6 +232,33 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r report) error 
 		a.Recorder.Event(nodeRef(node), eventType, e.reason, msg)
 	}
 	return nil
+}
+
+// bounded returns r with every message it reports (the status error, the
+// condition, the Events, the history) shortened to
+// kubeletconfig.MaxMessageBytes, so that a report of any size fits in the
+// Node's annotations and reaches the reader: the lists in the messages are
+// bounded where they are built (kubeletconfig.JoinBounded); this is the
+// bound on the whole message, whatever built it.
+func (r report) bounded() report {
+	short := func(s string) string { return kubeletconfig.Shorten(s, kubeletconfig.MaxMessageBytes) }
+	r.message = short(r.message)
+	if r.status != nil && len(r.status.Error) > kubeletconfig.MaxMessageBytes {
+		r.status = r.status.DeepCopy()
+		r.status.Error = short(r.status.Error)
+	}
+	events := make([]event, len(r.events))
+	for i, e := range r.events {
+		events[i] = event{reason: e.reason, message: short(e.message)}
+	}
+	r.events = events
+	history := make([]source.HistoryEntry, len(r.history))
+	for i, h := range r.history {
+		h.Message = short(h.Message)
+		history[i] = h
+	}
+	r.history = history
+	return r
 }
 
 // nodeRef is the reference of the Events the agent records on node.

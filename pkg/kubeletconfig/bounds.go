@@ -22,7 +22,8 @@ type NodeFacts struct {
 	// unknown and skips the bounds that need it.
 	RunningPods int
 	// NodeMonitorGracePeriod is kube-controller-manager's
-	// --node-monitor-grace-period; 0 means DefaultNodeMonitorGracePeriod.
+	// --node-monitor-grace-period (the agent's flag of the same name); 0
+	// means DefaultNodeMonitorGracePeriod.
 	NodeMonitorGracePeriod time.Duration
 	// Signals are the eviction signals measured on the node now, by name
 	// ("memory.available", "nodefs.available", "nodefs.inodesFree"). A
@@ -59,6 +60,32 @@ const (
 	// nodeLeaseDurationSeconds (k8s.io/kubernetes v1.37.2, pkg/kubelet:
 	// nodeLeaseRenewIntervalFraction = 0.25).
 	leaseRenewFraction = 0.25
+	// heartbeatJitter is how much later than its interval the kubelet may
+	// renew its lease (k8s.io/component-helpers/apimachinery/lease:
+	// wait.JitterUntil with a factor of 0.04) or sync its node status
+	// (pkg/kubelet, syncNodeStatus, the same factor).
+	heartbeatJitter = 0.04
+	// heartbeatsInGrace is how many heartbeat intervals, jitter included,
+	// must fit in the node monitor grace period: one renewal may fail (an
+	// apiserver restart, a leader change, a slow etcd) and the next one
+	// still lands in time. With one, a single failure turns the node
+	// Unknown and evicts its pods.
+	heartbeatsInGrace = 2
+
+	// minPodPidsLimit is the lowest podPidsLimit at which a pod can start
+	// at all. The limit applies to every pod, the node's own DaemonSets
+	// included, and counts threads, not only processes: the pause process,
+	// and runc init (a Go program of several threads) starting each
+	// container inside the pod's cgroup, take about ten before the
+	// container's first process runs. Below it no pod starts; -1 and 0 mean
+	// unlimited. Whether a pod's own image fits above it is not a bound:
+	// the health gate's new pod shows it on the node.
+	minPodPidsLimit = 16
+	// minContainerLogMaxSize is the lowest containerLogMaxSize that keeps
+	// logs: one CRI log line, which containerd splits at 16 KiB
+	// (max_container_log_line_size). A smaller file is rotated on every
+	// line, and kubectl logs shows almost nothing.
+	minContainerLogMaxSize = 16 << 10
 
 	// The kubelet's v1beta1 defaults for unset fields (documented on
 	// KubeletConfiguration).
@@ -93,9 +120,11 @@ var evictionCapacity = map[string]corev1.ResourceName{
 
 // CheckBounds returns the values of cfg that cannot be right on a live node
 // described by facts: eviction thresholds the node always crosses or crosses
-// right now, lease and
-// status intervals at or beyond the node monitor grace period, a pod limit
-// below the pods the node runs, and reservations that leave nothing
+// right now, lease and status intervals that leave no margin under the node
+// monitor grace period (two intervals, jitter included, so that one failed
+// heartbeat does not turn the node Unknown), a pod limit below the pods the
+// node runs, a podPidsLimit below minPodPidsLimit, a containerLogMaxSize
+// below minContainerLogMaxSize, and reservations that leave nothing
 // allocatable. The kubelet accepts all of them and stays Ready at first;
 // the node then evicts its pods, turns Unknown, or rejects pods at
 // re-admission. Unset fields count with the kubelet's defaults. Values that
@@ -114,17 +143,27 @@ func CheckBounds(cfg *kubeletconfigv1beta1.KubeletConfiguration, facts NodeFacts
 	if lease == 0 {
 		lease = defaultNodeLeaseDurationSeconds
 	}
-	if renew := time.Duration(float64(lease) * leaseRenewFraction * float64(time.Second)); renew >= grace {
+	renew := time.Duration(float64(lease) * leaseRenewFraction * float64(time.Second))
+	if gap := heartbeatGap(renew); gap >= grace {
 		out = append(out, Violation{Field: "nodeLeaseDurationSeconds", Value: strconv.FormatInt(lease, 10),
-			Bound: fmt.Sprintf("renewed every %s (a quarter of it), at or beyond the node monitor grace period %s", renew, grace)})
+			Bound: fmt.Sprintf("renewed every %s (a quarter of it) plus up to 4%% jitter: after one failed renewal the next lands %s later, at or beyond the node monitor grace period %s", renew, gap, grace)})
 	}
 	status := cfg.NodeStatusUpdateFrequency.Duration
 	if status == 0 {
 		status = defaultNodeStatusUpdateFrequency
 	}
-	if status >= grace {
+	if gap := heartbeatGap(status); gap >= grace {
 		out = append(out, Violation{Field: "nodeStatusUpdateFrequency", Value: status.String(),
-			Bound: fmt.Sprintf("at or beyond the node monitor grace period %s", grace)})
+			Bound: fmt.Sprintf("plus up to 4%% jitter: after one failed update the next lands %s later, at or beyond the node monitor grace period %s", gap, grace)})
+	}
+
+	if cfg.PodPidsLimit != nil && *cfg.PodPidsLimit > 0 && *cfg.PodPidsLimit < minPodPidsLimit {
+		out = append(out, Violation{Field: "podPidsLimit", Value: strconv.FormatInt(*cfg.PodPidsLimit, 10),
+			Bound: fmt.Sprintf("below %d: no pod, the node's DaemonSets included, can start its containers", minPodPidsLimit)})
+	}
+	if q, err := resource.ParseQuantity(cfg.ContainerLogMaxSize); err == nil && q.Sign() > 0 && q.Value() < minContainerLogMaxSize {
+		out = append(out, Violation{Field: "containerLogMaxSize", Value: cfg.ContainerLogMaxSize,
+			Bound: "below 16Ki, one CRI log line: every rotation destroys the containers' logs"})
 	}
 
 	if facts.RunningPods > 0 {
@@ -152,14 +191,21 @@ func CheckBounds(cfg *kubeletconfigv1beta1.KubeletConfiguration, facts NodeFacts
 	return out
 }
 
+// heartbeatGap is the longest time between two heartbeats sent every
+// interval when one of them fails: heartbeatsInGrace intervals, each up to
+// heartbeatJitter late.
+func heartbeatGap(interval time.Duration) time.Duration {
+	return time.Duration(float64(interval) * (1 + heartbeatJitter) * heartbeatsInGrace).Round(time.Millisecond)
+}
+
 // FormatViolations shows violations as `field value (bound)`, separated by
-// semicolons.
+// semicolons, bounded (JoinBounded, with long values shortened).
 func FormatViolations(v []Violation) string {
 	parts := make([]string, len(v))
 	for i, x := range v {
-		parts[i] = fmt.Sprintf("%s %s (%s)", x.Field, x.Value, x.Bound)
+		parts[i] = fmt.Sprintf("%s %s (%s)", shortValue(x.Field), shortValue(x.Value), x.Bound)
 	}
-	return strings.Join(parts, "; ")
+	return JoinBounded(parts, "; ")
 }
 
 // effectiveEvictionHard is evictionHard as the kubelet runs it: the

@@ -94,29 +94,72 @@ func TestCheckBounds(t *testing.T) {
 				{Field: `evictionHard["memory.available"]`, Value: "8Gi", Bound: "at or above capacity memory=8Gi"},
 			},
 		},
-		"lease renewed at the grace period": {
-			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 200 }),
+		"a lease renewed just inside the grace period, but not after one failed renewal": {
+			// 49.75s, up to 51.74s with jitter: one renewal, not two, fits
+			// in 50s.
+			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 199 }),
 			facts: node(),
 			want: []Violation{
-				{Field: "nodeLeaseDurationSeconds", Value: "200", Bound: "renewed every 50s (a quarter of it), at or beyond the node monitor grace period 50s"},
+				{Field: "nodeLeaseDurationSeconds", Value: "199", Bound: "renewed every 49.75s (a quarter of it) plus up to 4% jitter: after one failed renewal the next lands 1m43.48s later, at or beyond the node monitor grace period 50s"},
 			},
 		},
-		"lease renewed just inside the grace period": {
-			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 199 }),
+		"a lease whose renewal after one failure lands past the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 97 }),
+			facts: node(),
+			want: []Violation{
+				{Field: "nodeLeaseDurationSeconds", Value: "97", Bound: "renewed every 24.25s (a quarter of it) plus up to 4% jitter: after one failed renewal the next lands 50.44s later, at or beyond the node monitor grace period 50s"},
+			},
+		},
+		"a lease whose renewal after one failure lands inside the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 96 }),
 			facts: node(),
 		},
 		"a shorter grace period from the cluster": {
 			cfg:   newConfig(),
-			facts: node(func(f *NodeFacts) { f.NodeMonitorGracePeriod = 10 * time.Second }),
+			facts: node(func(f *NodeFacts) { f.NodeMonitorGracePeriod = 20 * time.Second }),
 			want: []Violation{
-				{Field: "nodeLeaseDurationSeconds", Value: "40", Bound: "renewed every 10s (a quarter of it), at or beyond the node monitor grace period 10s"},
-				{Field: "nodeStatusUpdateFrequency", Value: "10s", Bound: "at or beyond the node monitor grace period 10s"},
+				{Field: "nodeLeaseDurationSeconds", Value: "40", Bound: "renewed every 10s (a quarter of it) plus up to 4% jitter: after one failed renewal the next lands 20.8s later, at or beyond the node monitor grace period 20s"},
+				{Field: "nodeStatusUpdateFrequency", Value: "10s", Bound: "plus up to 4% jitter: after one failed update the next lands 20.8s later, at or beyond the node monitor grace period 20s"},
 			},
 		},
-		"status update beyond the grace period": {
-			cfg:   newConfig(func(c *config) { c.NodeStatusUpdateFrequency = metav1.Duration{Duration: time.Minute} }),
+		"a longer grace period from the cluster": {
+			cfg:   newConfig(func(c *config) { c.NodeLeaseDurationSeconds = 199 }),
+			facts: node(func(f *NodeFacts) { f.NodeMonitorGracePeriod = 2 * time.Minute }),
+		},
+		"status updates whose second lands past the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeStatusUpdateFrequency = metav1.Duration{Duration: 25 * time.Second} }),
 			facts: node(),
-			want:  []Violation{{Field: "nodeStatusUpdateFrequency", Value: "1m0s", Bound: "at or beyond the node monitor grace period 50s"}},
+			want:  []Violation{{Field: "nodeStatusUpdateFrequency", Value: "25s", Bound: "plus up to 4% jitter: after one failed update the next lands 52s later, at or beyond the node monitor grace period 50s"}},
+		},
+		"status updates whose second lands inside the grace period": {
+			cfg:   newConfig(func(c *config) { c.NodeStatusUpdateFrequency = metav1.Duration{Duration: 24 * time.Second} }),
+			facts: node(),
+		},
+		"a podPidsLimit that lets no pod fork": {
+			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](1) }),
+			facts: NodeFacts{},
+			want:  []Violation{{Field: "podPidsLimit", Value: "1", Bound: "below 16: no pod, the node's DaemonSets included, can start its containers"}},
+		},
+		"a podPidsLimit at the floor": {
+			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](16) }),
+			facts: NodeFacts{},
+		},
+		"podPidsLimit unlimited": {
+			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](-1) }),
+			facts: NodeFacts{},
+		},
+		"podPidsLimit 0, the kubelet's default": {
+			cfg:   newConfig(func(c *config) { c.PodPidsLimit = ptr.To[int64](0) }),
+			facts: NodeFacts{},
+		},
+		"a containerLogMaxSize that destroys logs": {
+			cfg:   newConfig(func(c *config) { c.ContainerLogMaxSize = "1" }),
+			facts: NodeFacts{},
+			want:  []Violation{{Field: "containerLogMaxSize", Value: "1", Bound: "below 16Ki, one CRI log line: every rotation destroys the containers' logs"}},
+		},
+		"a containerLogMaxSize at the floor": {
+			cfg:   newConfig(func(c *config) { c.ContainerLogMaxSize = "16Ki" }),
+			facts: NodeFacts{},
 		},
 		"maxPods below the running pods": {
 			cfg:   newConfig(func(c *config) { c.MaxPods = 11 }),

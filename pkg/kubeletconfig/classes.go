@@ -2,8 +2,14 @@ package kubeletconfig
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // FieldClass is one row of the classification table: the JSON path of a
@@ -100,24 +106,155 @@ var kubeletDefaults = map[string]string{
 	"makeIPTablesUtilChains":                     "true",
 	"hairpinMode":                                "promiscuous-bridge",
 	"registerNode":                               "true",
+	"cpuCFSQuota":                                "true",
+	"localStorageCapacityIsolation":              "true",
+	"imageGCHighThresholdPercent":                "85",
 }
 
-// strengthens reports whether a change of a security field, between values
-// normalized with kubeletDefaults, only makes the node safer, so that it
-// needs no opt-in. Only unambiguous directions are listed.
-func strengthens(field, oldValue, newValue string) bool {
-	switch field {
+// bodyLogVerbosity is the verbosity at which client-go logs request and
+// response bodies (k8s.io/client-go/rest: bodies at 8, whole curl commands
+// with their headers at 10): Secrets and pods' ServiceAccount tokens then
+// land in the kubelet's journal, which the kubelet serves at /logs/.
+const bodyLogVerbosity = 8
+
+// classify returns the class of a change of leaf from oldValue to newValue,
+// both normalized with kubeletDefaults: the class of its field, unless the
+// values decide. This is the one place where values decide a class: a
+// change that only makes the node safer needs no opt-in (closing
+// readOnlyPort, turning tracing off), and a change to a field that is
+// harmless at most values needs one at the values that do harm (a
+// verbosity at which client-go logs bodies, imageGCHighThresholdPercent
+// 100). Only unambiguous directions are listed. Hard eviction, which the
+// kubelet reads from several leaves together, is evictionTurnedOff's.
+func classify(leaf, oldValue, newValue string) SafetyClass {
+	class := classOf(fieldOf(leaf))
+	switch leaf {
 	case "readOnlyPort":
 		// Closing the port, or moving a port that is already open.
-		return newValue == "" || oldValue != ""
+		if newValue == "" || oldValue != "" {
+			return Safe
+		}
 	case "authentication.anonymous.enabled":
-		return newValue == "false"
+		if newValue == "false" {
+			return Safe
+		}
 	case "authorization.mode":
-		return newValue == "Webhook"
+		if newValue == "Webhook" {
+			return Safe
+		}
 	case "protectKernelDefaults", "seccompDefault":
-		return newValue == "true"
+		if newValue == "true" {
+			return Safe
+		}
+	case "logging.verbosity":
+		// Raising it to bodyLogVerbosity or above; anything else leaves
+		// bodies out of the journal, or already in it.
+		if n := level(newValue); n < bodyLogVerbosity || n <= level(oldValue) {
+			return Safe
+		}
+	case "logging.vmodule":
+		if !raisesVModule(oldValue, newValue) {
+			return Safe
+		}
+	case "cpuCFSQuota", "localStorageCapacityIsolation":
+		// Turning the limits on is what the node admits, not isolation
+		// taken away.
+		if newValue == "true" {
+			return Capacity
+		}
+	case "imageGCHighThresholdPercent":
+		// 100 turns image garbage collection off.
+		if newValue != "100" {
+			return Safe
+		}
+	case "tracing":
+		// Turning tracing off.
+		if newValue == "" {
+			return Safe
+		}
+	}
+	return class
+}
+
+// level parses a rendered verbosity; unset is 0.
+func level(v string) int {
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// raisesVModule reports whether a change of logging.vmodule, rendered as
+// JSON lists of {filePattern, verbosity}, can raise some file's verbosity:
+// a pattern that is new, or whose verbosity grows. A change that only
+// removes patterns or lowers them cannot. A value that does not parse can.
+func raisesVModule(oldValue, newValue string) bool {
+	type item struct {
+		FilePattern string `json:"filePattern"`
+		Verbosity   int    `json:"verbosity"`
+	}
+	parse := func(v string) ([]item, bool) {
+		var items []item
+		if v == "" {
+			return nil, true
+		}
+		return items, json.Unmarshal([]byte(v), &items) == nil
+	}
+	olds, ok1 := parse(oldValue)
+	news, ok2 := parse(newValue)
+	if !ok1 || !ok2 {
+		return true
+	}
+	before := make(map[string]int, len(olds))
+	for _, o := range olds {
+		before[o.FilePattern] = o.Verbosity
+	}
+	for _, n := range news {
+		if v, ok := before[n.FilePattern]; !ok || n.Verbosity > v {
+			return true
+		}
 	}
 	return false
+}
+
+// isolatingEvictionSignals are the hard eviction signals that keep one pod
+// from taking the memory or the node filesystem the node's other pods need.
+var isolatingEvictionSignals = []string{"memory.available", "nodefs.available", "nodefs.inodesFree"}
+
+// evictionTurnedOff returns, by leaf (`evictionHard["memory.available"]`),
+// the isolating hard eviction signals that the kubelet enforces on oldCfg
+// and not on newCfg, with their effective values before and after ("" for
+// none): an empty evictionHard (no hard eviction), a threshold of 0 or 0%,
+// or an evictionHard that leaves the signal out without
+// mergeDefaultEvictionSettings (the kubelet then drops its default). A nil
+// config is the kubelet's defaults.
+func evictionTurnedOff(oldCfg, newCfg *kubeletconfigv1beta1.KubeletConfiguration) map[string][2]string {
+	effective := func(cfg *kubeletconfigv1beta1.KubeletConfiguration) map[string]string {
+		if cfg == nil {
+			cfg = &kubeletconfigv1beta1.KubeletConfiguration{}
+		}
+		return effectiveEvictionHard(cfg)
+	}
+	before, after := effective(oldCfg), effective(newCfg)
+	off := map[string][2]string{}
+	for _, signal := range isolatingEvictionSignals {
+		if evicts(before[signal]) && !evicts(after[signal]) {
+			off[fmt.Sprintf("evictionHard[%q]", signal)] = [2]string{before[signal], after[signal]}
+		}
+	}
+	return off
+}
+
+// evicts reports whether an eviction threshold makes the kubelet evict at
+// some point: it is set and above zero. A value that does not parse is
+// Validate's to report and counts as set.
+func evicts(threshold string) bool {
+	if threshold == "" {
+		return false
+	}
+	if p, ok := percent(threshold); ok {
+		return p > 0
+	}
+	q, err := resource.ParseQuantity(threshold)
+	return err != nil || q.Sign() > 0
 }
 
 // Why texts say what a hostile value does, which is what the class guards.
@@ -157,12 +294,15 @@ var fieldClasses = []FieldClass{
 	{"enableContentionProfiling", Security, "block profiling on the debugging handlers"},
 	{"enableProfilingHandler", Security, "the /debug/pprof endpoints of the kubelet API"},
 	{"enableDebugFlagsHandler", Security, "the /debug/flags/v endpoint, which changes the kubelet's log verbosity over the API"},
+	{"logging.verbosity", Security, "at 8 and above client-go logs request and response bodies (at 10 whole curl commands), so Secrets and pods' ServiceAccount tokens land in the journal, which the kubelet serves at /logs/; a verbosity below 8, or lowered, is safe"},
+	{"logging.vmodule", Security, "per-file verbosities: any file raised to 8 logs bodies as logging.verbosity does; a change that only removes or lowers entries is safe"},
 	{"enableSystemLogHandler", Security, "the /logs/ endpoint, which serves the node's /var/log over the API"},
 	{"enableSystemLogQuery", Security, "queries of the node's journal through /logs/"},
 	{"protectKernelDefaults", Security, "false lets the kubelet change kernel settings instead of failing; true is safe"},
 	{"seccompDefault", Security, "false leaves pods without a seccomp profile unconfined; true (RuntimeDefault) is safe"},
 	{"allowedUnsafeSysctls", Security, "sysctls pods may set that are not isolated per pod and can affect the node and other pods"},
 	{"defaultPodSysctls", Security, "sysctls set in every pod that does not set them itself, unsafe ones included, which changes how every pod's kernel namespaces behave"},
+	{"userNamespaces", Safe, "set with nothing in it, the kubelet's defaults; idsPerPod has a row of its own"},
 	{"userNamespaces.idsPerPod", Security, "the size of the user-namespace ID range each pod gets, which keeps pods' IDs apart from each other and the host"},
 	{"imagePullCredentialsVerificationPolicy", Security, "whether a pod must hold the credentials of a private image that another pod pulled to the node"},
 	{"preloadedImagesVerificationAllowlist", Security, "images any pod may use without the pull credentials"},
@@ -178,6 +318,7 @@ var fieldClasses = []FieldClass{
 	{"makeIPTablesUtilChains", Redirect, "whether the kubelet keeps its iptables utility chains"},
 	{"iptablesMasqueradeBit", Redirect, "the packet mark for SNAT, shared with kube-proxy: a mismatch misroutes service traffic"},
 	{"iptablesDropBit", Redirect, "the packet mark for dropped packets, shared with kube-proxy"},
+	{"tracing", Redirect, "setting it turns tracing on: the kubelet sends its spans, which name pods, containers and images, to tracing.endpoint, by default localhost:4317, where any host-network pod may listen; unsetting it is safe"},
 	{"tracing.endpoint", Redirect, "where the kubelet sends its spans, which name pods, containers and images"},
 
 	// Resource managers: their state files record the policy.
@@ -207,26 +348,26 @@ var fieldClasses = []FieldClass{
 	{"systemReserved", Capacity, "resources kept from pods for the system"},
 	{"qosReserved", Capacity, "memory kept from lower QoS classes"},
 	{"enforceNodeAllocatable", Capacity, "which reservations are enforced with cgroups; unset means [pods], [] means none"},
-	{"evictionHard", Capacity, "thresholds at which pods are killed at once; unset means the kubelet's defaults, {} means none"},
+	{"evictionHard", Capacity, "thresholds at which pods are killed at once; unset means the kubelet's defaults, {} means none. Turning off hard eviction of memory.available, nodefs.available or nodefs.inodesFree ({}, a threshold of 0 or 0%, or a map without the signal and without mergeDefaultEvictionSettings) is isolation: one pod can then exhaust the node for all"},
 	{"evictionSoft", Capacity, "thresholds at which pods are evicted after a grace period"},
 	{"evictionSoftGracePeriod", Capacity, "how long a soft threshold must hold"},
 	{"evictionPressureTransitionPeriod", Capacity, "how long a pressure condition lasts"},
 	{"evictionMaxPodGracePeriod", Capacity, "the termination grace evicted pods get"},
 	{"evictionMinimumReclaim", Capacity, "how much an eviction frees beyond the threshold"},
 	{"mergeDefaultEvictionSettings", Capacity, "whether the defaults fill in eviction signals left out"},
-	{"podPidsLimit", Capacity, "the PIDs each pod may use; running pods above it fail to fork"},
-	{"cpuCFSQuota", Capacity, "whether CPU limits are enforced"},
+	{"podPidsLimit", Capacity, "the PIDs each pod may use; running pods above it fail to fork. A limit below 16 is refused (a bound): it applies to every pod, the node's DaemonSets included, and counts threads; the pause process and runc init take about ten before a container's first process runs"},
+	{"cpuCFSQuota", Isolation, "false stops enforcing CPU limits: any pod can take every CPU from the node's other pods and its daemons; true is capacity"},
 	{"cpuCFSQuotaPeriod", Capacity, "the CFS period CPU limits are enforced over"},
 	{"memorySwap.swapBehavior", Capacity, "whether pods may use swap"},
 	{"memoryThrottlingFactor", Capacity, "where memory.high is set under a limit (MemoryQoS)"},
 	{"memoryReservationPolicy", Capacity, "whether pods' memory requests are locked with memory.min (MemoryQoS)"},
 	{"singleProcessOOMKill", Capacity, "whether an OOM kills one process or the whole container"},
-	{"localStorageCapacityIsolation", Capacity, "whether ephemeral-storage requests and limits are enforced"},
+	{"localStorageCapacityIsolation", Isolation, "false stops enforcing ephemeral-storage limits: any pod can fill the node filesystem that the other pods and the kubelet write to; true is capacity"},
 
 	// Whether a live node stays Ready.
-	{"nodeStatusUpdateFrequency", Availability, "how often the kubelet computes and posts node status; at or beyond the node monitor grace period the node turns Unknown"},
+	{"nodeStatusUpdateFrequency", Availability, "how often the kubelet computes and posts node status, up to 4% later (jitter); two intervals at or beyond the node monitor grace period (one failed post) turn the node Unknown, and are refused (a bound)"},
 	{"nodeStatusReportFrequency", Availability, "how often an unchanged node status is posted"},
-	{"nodeLeaseDurationSeconds", Availability, "the node lease, renewed at a quarter of it; a renewal interval at or beyond the node monitor grace period turns the node Unknown"},
+	{"nodeLeaseDurationSeconds", Availability, "the node lease, renewed every quarter of it, up to 4% later (jitter); two renewal intervals at or beyond the node monitor grace period (one failed renewal) turn the node Unknown, and are refused (a bound)"},
 	{"runtimeRequestTimeout", Availability, "a short timeout fails CRI calls and makes the runtime look down (NotReady)"},
 	{"oomScoreAdj", Availability, "how readily the kernel OOM-kills the kubelet"},
 	{"maxOpenFiles", Availability, "the kubelet's own file limit; too low and it fails"},
@@ -250,21 +391,21 @@ var fieldClasses = []FieldClass{
 	{"streamingConnectionIdleTimeout", Safe, "idle timeout of exec, attach and port-forward streams"},
 	{"imageMinimumGCAge", Safe, "image garbage collection"},
 	{"imageMaximumGCAge", Safe, "image garbage collection"},
-	{"imageGCHighThresholdPercent", Safe, "image garbage collection"},
+	{"imageGCHighThresholdPercent", Isolation, "100 turns image garbage collection off: images fill the disk the node's pods share until the kubelet evicts them; below 100 is safe"},
 	{"imageGCLowThresholdPercent", Safe, "image garbage collection"},
 	{"serializeImagePulls", Safe, "image pull parallelism"},
 	{"maxParallelImagePulls", Safe, "image pull parallelism"},
 	{"nodeStatusMaxImages", Safe, "how many images node status lists"},
 	{"volumeStatsAggPeriod", Safe, "how often volume usage is computed"},
 	{"cpuManagerReconcilePeriod", Safe, "how often the CPU manager reconciles; not part of its state"},
-	{"containerLogMaxSize", Safe, "container log rotation"},
+	{"containerLogMaxSize", Safe, "container log rotation. A size below 16Ki is refused (a bound): smaller than one CRI log line (containerd splits lines at 16 KiB), every rotation destroys the logs"},
 	{"containerLogMaxFiles", Safe, "container log rotation"},
 	{"containerLogMaxWorkers", Safe, "container log rotation"},
 	{"containerLogMonitorInterval", Safe, "container log rotation"},
 	{"configMapAndSecretChangeDetectionStrategy", Safe, "how pods see ConfigMap and Secret updates"},
 	{"showHiddenMetricsForVersion", Safe, "metrics exposure"},
 	{"kernelMemcgNotification", Safe, "how memory pressure is detected"},
-	{"logging", Safe, "the kubelet's own log format and verbosity"},
+	{"logging", Safe, "the kubelet's own log format and flushing"},
 	{"tracing.samplingRatePerMillion", Safe, "how many spans are sampled"},
 	{"shutdownGracePeriod", Safe, "graceful node shutdown"},
 	{"shutdownGracePeriodCriticalPods", Safe, "graceful node shutdown"},

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -198,11 +199,33 @@ func TestRefusedSingleChanges(t *testing.T) {
 		"kubeReservedCgroup":   {func(c *config) { c.KubeReservedCgroup = "/evil" }, CgroupDriver},
 		"systemReservedCgroup": {func(c *config) { c.SystemReservedCgroup = "/evil" }, CgroupDriver},
 		"failCgroupV1":         {func(c *config) { c.FailCgroupV1 = ptr.To(false) }, CgroupDriver},
+
+		"cpuCFSQuota":                      {func(c *config) { c.CPUCFSQuota = ptr.To(false) }, Isolation},
+		"localStorageCapacityIsolation":    {func(c *config) { c.LocalStorageCapacityIsolation = ptr.To(false) }, Isolation},
+		"imageGCHighThresholdPercent":      {func(c *config) { c.ImageGCHighThresholdPercent = ptr.To[int32](100) }, Isolation},
+		`evictionHard["memory.available"]`: {func(c *config) { c.EvictionHard["memory.available"] = "0%" }, Isolation},
+		`evictionHard["nodefs.available"]`: {func(c *config) { c.EvictionHard["nodefs.available"] = "0" }, Isolation},
+
+		"logging.verbosity": {func(c *config) { c.Logging.Verbosity = 8 }, Security},
+		"logging.vmodule": {func(c *config) {
+			c.Logging.VModule = logsapi.VModuleConfiguration{{FilePattern: "request", Verbosity: 10}}
+		}, Security},
+		"tracing": {func(c *config) { c.Tracing = &tracingapi.TracingConfiguration{} }, Redirect},
+	}
+	// starts holds the starting config of a change that needs one: a field
+	// of a struct that is set already.
+	starts := map[string]func(*config){
+		"tracing.endpoint":         func(c *config) { c.Tracing = &tracingapi.TracingConfiguration{} },
+		"userNamespaces.idsPerPod": func(c *config) { c.UserNamespaces = &kubeletconfigv1beta1.UserNamespaces{} },
 	}
 	optIn := slices.DeleteFunc(Classes(), func(c SafetyClass) bool { return !c.RefusedByDefault() })
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			changes := Classify(newConfig(), newConfig(tc.change))
+			old := newConfig()
+			if before, ok := starts[name]; ok {
+				old = newConfig(before)
+			}
+			changes := Classify(old, newConfig(tc.change))
 			if len(changes) != 1 || changes[0].Field != name && fieldOf(changes[0].Field) != name || changes[0].Class != tc.class {
 				t.Fatalf("Classify() = %+v, want one change of %s in class %s", changes, name, tc.class)
 			}

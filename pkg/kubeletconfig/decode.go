@@ -84,7 +84,7 @@ func Decode(data []byte, opts DecodeOptions) (*kubeletconfigv1beta1.KubeletConfi
 		}
 	}
 	if len(problems) > 0 {
-		return nil, nil, fmt.Errorf("%w: %s", ErrLoad, strings.Join(problems, ", "))
+		return nil, nil, fmt.Errorf("%w: %s", ErrLoad, JoinBounded(problems, ", "))
 	}
 	return cfg, warnings, nil
 }
@@ -128,7 +128,7 @@ func checkTypeMeta(data []byte) error {
 		case nil, "":
 			problems = append(problems, fmt.Sprintf("missing %q: add %s: %s", f.name, f.name, f.want))
 		default:
-			problems = append(problems, fmt.Sprintf("%s %q is not supported: want %s: %s", f.name, fmt.Sprint(got), f.name, f.want))
+			problems = append(problems, fmt.Sprintf("%s %q is not supported: want %s: %s", f.name, shortValue(fmt.Sprint(got)), f.name, f.want))
 		}
 	}
 	if len(problems) > 0 {

@@ -26,13 +26,16 @@ const (
 	// featureGates. A field that has no class is HostAccess too.
 	HostAccess SafetyClass = "host-access"
 	// Security covers the kubelet API's authentication, authorization and
-	// TLS, and the isolation the kubelet enforces on pods (seccomp default,
+	// TLS, what the kubelet writes to its journal (a logging.verbosity at
+	// which client-go logs request and response bodies, logging.vmodule),
+	// and the isolation the kubelet enforces on pods (seccomp default,
 	// unsafe sysctls, protectKernelDefaults). A change that only strengthens
 	// (readOnlyPort to 0, anonymous authentication off, authorization.mode
-	// Webhook, protectKernelDefaults or seccompDefault on) is Safe.
+	// Webhook, protectKernelDefaults or seccompDefault on, a verbosity below
+	// 8) is Safe.
 	Security SafetyClass = "security"
 	// Redirect covers fields that point the node's runtime, image service,
-	// DNS or packet marks somewhere else.
+	// DNS, packet marks or traces somewhere else; turning tracing on is one.
 	Redirect SafetyClass = "redirect"
 	// ResourceManagers covers the CPU, memory and topology managers'
 	// policies and options. A CPU or memory manager policy change needs the
@@ -43,6 +46,13 @@ const (
 	// runtime (changing it amounts to replacing the node), and the cgroup
 	// layout that running pods live in.
 	CgroupDriver SafetyClass = "cgroup-driver"
+	// Isolation covers the protections that keep one pod from taking what
+	// the node's other pods need: CPU limits (cpuCFSQuota),
+	// ephemeral-storage limits (localStorageCapacityIsolation), hard
+	// eviction on memory and the node filesystem, and image garbage
+	// collection. Turning one of them off needs an opt-in; turning it on
+	// does not (see classify).
+	Isolation SafetyClass = "isolation"
 	// Capacity covers fields that change what the node can admit (maxPods,
 	// reservations, eviction). The kubelet re-admits pods on restart.
 	// Capacity changes are never refused, only reported and checked against
@@ -60,7 +70,7 @@ const (
 // Classes returns every class, the refused ones first, in the order help
 // text lists them.
 func Classes() []SafetyClass {
-	return []SafetyClass{HostAccess, Security, Redirect, ResourceManagers, CgroupDriver, Capacity, Availability, Safe}
+	return []SafetyClass{HostAccess, Security, Redirect, ResourceManagers, CgroupDriver, Isolation, Capacity, Availability, Safe}
 }
 
 // RefusedByDefault reports whether a change in class c is refused unless the
@@ -132,12 +142,17 @@ type Change struct {
 // unset cpuManagerPolicy and "none", an unset authorization.mode and
 // "Webhook"). A nil and an empty list or map do count, because for
 // enforceNodeAllocatable and evictionHard nil means the default and empty
-// means none.
+// means none; so does a set struct with nothing in it (tracing: {} turns
+// tracing on). Where the values decide a class, classify says so. An
+// isolating hard eviction signal that the kubelet enforces on oldCfg and
+// not on newCfg is an Isolation change of its evictionHard entry, with the
+// effective thresholds as Old and New, even when newCfg drops it without
+// naming it.
 func Classify(oldCfg, newCfg *kubeletconfigv1beta1.KubeletConfiguration) []Change {
 	o, n := flatten(oldCfg), flatten(newCfg)
+	evictionOff := evictionTurnedOff(oldCfg, newCfg)
 	var changes []Change
 	for _, leaf := range slices.Sorted(maps.Keys(union(o, n))) {
-		field := fieldOf(leaf)
 		ov, nv := o[leaf], n[leaf]
 		on, nn := ov, nv
 		if d, ok := kubeletDefaults[leaf]; ok {
@@ -146,11 +161,15 @@ func Classify(oldCfg, newCfg *kubeletconfigv1beta1.KubeletConfiguration) []Chang
 		if on == nn {
 			continue
 		}
-		class := classOf(field)
-		if class == Security && strengthens(leaf, on, nn) {
-			class = Safe
+		class := classify(leaf, on, nn)
+		if _, ok := evictionOff[leaf]; ok {
+			class = Isolation
+			delete(evictionOff, leaf)
 		}
 		changes = append(changes, Change{Class: class, Field: leaf, Old: ov, New: nv})
+	}
+	for leaf, v := range evictionOff {
+		changes = append(changes, Change{Class: Isolation, Field: leaf, Old: v[0], New: v[1]})
 	}
 	slices.SortStableFunc(changes, func(a, b Change) int {
 		return cmp.Or(cmp.Compare(a.Class, b.Class), cmp.Compare(a.Field, b.Field))
@@ -182,13 +201,13 @@ func FormatRefusal(refused []Change) string {
 }
 
 // FormatChanges shows each change as `field "old" -> "new" (class)`,
-// comma-separated.
+// comma-separated, bounded (JoinBounded, with long values shortened).
 func FormatChanges(changes []Change) string {
 	parts := make([]string, len(changes))
 	for i, c := range changes {
-		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", c.Field, c.Old, c.New, c.Class)
+		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", shortValue(c.Field), shortValue(c.Old), shortValue(c.New), c.Class)
 	}
-	return strings.Join(parts, ", ")
+	return JoinBounded(parts, ", ")
 }
 
 // NeedsOptIn lists the fields cfg sets away from the kubelet's defaults in
@@ -210,11 +229,11 @@ func FormatNeedsOptIn(changes []Change) string {
 		if _, ok := fields[c.Class]; !ok {
 			classes = append(classes, c.Class)
 		}
-		fields[c.Class] = append(fields[c.Class], c.Field)
+		fields[c.Class] = append(fields[c.Class], shortValue(c.Field))
 	}
 	parts := make([]string, len(classes))
 	for i, c := range classes {
-		parts[i] = fmt.Sprintf("%s (%s)", c, strings.Join(fields[c], ", "))
+		parts[i] = fmt.Sprintf("%s (%s)", c, JoinBounded(fields[c], ", "))
 	}
 	return "sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: " +
 		strings.Join(parts, ", ") + ". A node whose kubelet runs the same values applies them"
@@ -307,8 +326,9 @@ var (
 // structured map values and types with their own JSON encoding (durations,
 // quantities) are leaves. A zero value not reached through a pointer is
 // unset and absent, as omitempty would drop it; a nil and an empty list or
-// map differ (the empty one is "[]" or "{}"). TypeMeta is not a setting and
-// is left out.
+// map differ (the empty one is "[]" or "{}"), and a set struct pointer is a
+// leaf "{}" of its own beside its fields. TypeMeta is not a setting and is
+// left out.
 func flatten(cfg *kubeletconfigv1beta1.KubeletConfiguration) map[string]string {
 	out := map[string]string{}
 	if cfg != nil {
@@ -323,9 +343,15 @@ func walk(v reflect.Value, path string, viaPointer bool, out map[string]string) 
 	case t == typeMetaType:
 		return
 	case t.Kind() == reflect.Pointer:
-		if !v.IsNil() {
-			walk(v.Elem(), path, true, out)
+		if v.IsNil() {
+			return
 		}
+		if e := t.Elem(); e.Kind() == reflect.Struct && !e.Implements(marshalerType) && !t.Implements(marshalerType) {
+			// A set struct is a leaf of its own, so that setting one with
+			// nothing in it (tracing: {}) counts.
+			out[path] = "{}"
+		}
+		walk(v.Elem(), path, true, out)
 		return
 	case t.Kind() == reflect.Struct && !t.Implements(marshalerType) && !reflect.PointerTo(t).Implements(marshalerType):
 		for i := range t.NumField() {

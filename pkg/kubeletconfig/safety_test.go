@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -105,9 +107,14 @@ func TestClassify(t *testing.T) {
 			want: []Change{{Class: Capacity, Field: "enforceNodeAllocatable", Old: "", New: "[]"}},
 		},
 		"evictionHard nil (defaults) and empty (none) differ": {
-			old:  newConfig(func(c *config) { c.EvictionHard = nil }),
-			new:  newConfig(func(c *config) { c.EvictionHard = map[string]string{} }),
-			want: []Change{{Class: Capacity, Field: "evictionHard", Old: "", New: "{}"}},
+			old: newConfig(func(c *config) { c.EvictionHard = nil }),
+			new: newConfig(func(c *config) { c.EvictionHard = map[string]string{} }),
+			want: []Change{
+				{Class: Capacity, Field: "evictionHard", Old: "", New: "{}"},
+				{Class: Isolation, Field: `evictionHard["memory.available"]`, Old: "100Mi", New: ""},
+				{Class: Isolation, Field: `evictionHard["nodefs.available"]`, Old: "10%", New: ""},
+				{Class: Isolation, Field: `evictionHard["nodefs.inodesFree"]`, Old: "5%", New: ""},
+			},
 		},
 		"an empty resolvConf disables DNS and is not unset": {
 			old:  newConfig(),
@@ -237,7 +244,7 @@ func TestRefused(t *testing.T) {
 }
 
 func TestParseClasses(t *testing.T) {
-	const optIn = "host-access, security, redirect, resource-managers, cgroup-driver"
+	const optIn = "host-access, security, redirect, resource-managers, cgroup-driver, isolation"
 	tests := map[string]struct {
 		in      string
 		want    []SafetyClass
@@ -410,5 +417,146 @@ func TestClassifyDocumentedDefaults(t *testing.T) {
 	}
 	if got := Classify(&config{}, cfg); len(got) != 0 {
 		t.Errorf("Classify(unset, defaults) = %+v, want no change", got)
+	}
+}
+
+// TestClassifyByValue: where the values decide a class (classify,
+// evictionTurnedOff), each direction of a change, with its old and new
+// value.
+func TestClassifyByValue(t *testing.T) {
+	base := func(edit ...func(*config)) *config {
+		return newConfig(append([]func(*config){func(c *config) { c.EvictionHard = nil }}, edit...)...)
+	}
+	verbosity := func(v uint32) func(*config) {
+		return func(c *config) { c.Logging.Verbosity = logsapi.VerbosityLevel(v) }
+	}
+	vmodule := func(items ...logsapi.VModuleItem) func(*config) {
+		return func(c *config) { c.Logging.VModule = items }
+	}
+	eviction := func(m map[string]string) func(*config) { return func(c *config) { c.EvictionHard = m } }
+	tests := map[string]struct {
+		old, new *config
+		want     []Change
+	}{
+		"verbosity raised to 8, where client-go logs bodies": {
+			old: base(), new: base(verbosity(8)),
+			want: []Change{{Class: Security, Field: "logging.verbosity", Old: "", New: "8"}},
+		},
+		"verbosity raised from 8 to 10, where it logs curl commands": {
+			old: base(verbosity(8)), new: base(verbosity(10)),
+			want: []Change{{Class: Security, Field: "logging.verbosity", Old: "8", New: "10"}},
+		},
+		"verbosity raised below 8": {
+			old: base(), new: base(verbosity(7)),
+			want: []Change{{Class: Safe, Field: "logging.verbosity", Old: "", New: "7"}},
+		},
+		"verbosity lowered from 10 to 9": {
+			old: base(verbosity(10)), new: base(verbosity(9)),
+			want: []Change{{Class: Safe, Field: "logging.verbosity", Old: "10", New: "9"}},
+		},
+		"vmodule set": {
+			old: base(), new: base(vmodule(logsapi.VModuleItem{FilePattern: "round_trippers", Verbosity: 2})),
+			want: []Change{{Class: Security, Field: "logging.vmodule", Old: "", New: `[{"filePattern":"round_trippers","verbosity":2}]`}},
+		},
+		"vmodule raised": {
+			old:  base(vmodule(logsapi.VModuleItem{FilePattern: "request", Verbosity: 2})),
+			new:  base(vmodule(logsapi.VModuleItem{FilePattern: "request", Verbosity: 8})),
+			want: []Change{{Class: Security, Field: "logging.vmodule", Old: `[{"filePattern":"request","verbosity":2}]`, New: `[{"filePattern":"request","verbosity":8}]`}},
+		},
+		"vmodule lowered and an entry removed": {
+			old:  base(vmodule(logsapi.VModuleItem{FilePattern: "request", Verbosity: 9}, logsapi.VModuleItem{FilePattern: "x", Verbosity: 9})),
+			new:  base(vmodule(logsapi.VModuleItem{FilePattern: "request", Verbosity: 2})),
+			want: []Change{{Class: Safe, Field: "logging.vmodule", Old: `[{"filePattern":"request","verbosity":9},{"filePattern":"x","verbosity":9}]`, New: `[{"filePattern":"request","verbosity":2}]`}},
+		},
+		"vmodule removed": {
+			old:  base(vmodule(logsapi.VModuleItem{FilePattern: "request", Verbosity: 9})),
+			new:  base(),
+			want: []Change{{Class: Safe, Field: "logging.vmodule", Old: `[{"filePattern":"request","verbosity":9}]`, New: ""}},
+		},
+		"a memory threshold of 0%": {
+			old: base(), new: base(eviction(map[string]string{"memory.available": "0%", "nodefs.available": "10%", "nodefs.inodesFree": "5%"})),
+			want: []Change{
+				{Class: Capacity, Field: `evictionHard["nodefs.available"]`, Old: "", New: "10%"},
+				{Class: Capacity, Field: `evictionHard["nodefs.inodesFree"]`, Old: "", New: "5%"},
+				{Class: Isolation, Field: `evictionHard["memory.available"]`, Old: "", New: "0%"},
+			},
+		},
+		"a nodefs threshold of 0": {
+			old:  base(eviction(map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"})),
+			new:  base(eviction(map[string]string{"memory.available": "100Mi", "nodefs.available": "0", "nodefs.inodesFree": "5%"})),
+			want: []Change{{Class: Isolation, Field: `evictionHard["nodefs.available"]`, Old: "10%", New: "0"}},
+		},
+		"a map that leaves out nodefs drops its defaults": {
+			old: base(), new: base(eviction(map[string]string{"memory.available": "200Mi"})),
+			want: []Change{
+				{Class: Capacity, Field: `evictionHard["memory.available"]`, Old: "", New: "200Mi"},
+				{Class: Isolation, Field: `evictionHard["nodefs.available"]`, Old: "10%", New: ""},
+				{Class: Isolation, Field: `evictionHard["nodefs.inodesFree"]`, Old: "5%", New: ""},
+			},
+		},
+		"a map that leaves out nodefs, merged with the defaults": {
+			old: base(),
+			new: base(eviction(map[string]string{"memory.available": "200Mi"}), func(c *config) { c.MergeDefaultEvictionSettings = ptr.To(true) }),
+			want: []Change{
+				{Class: Capacity, Field: `evictionHard["memory.available"]`, Old: "", New: "200Mi"},
+				{Class: Capacity, Field: "mergeDefaultEvictionSettings", Old: "", New: "true"},
+			},
+		},
+		"hard eviction turned back on": {
+			old:  base(eviction(map[string]string{})),
+			new:  base(),
+			want: []Change{{Class: Capacity, Field: "evictionHard", Old: "{}", New: ""}},
+		},
+		"cpuCFSQuota off": {
+			old: base(), new: base(func(c *config) { c.CPUCFSQuota = ptr.To(false) }),
+			want: []Change{{Class: Isolation, Field: "cpuCFSQuota", Old: "", New: "false"}},
+		},
+		"cpuCFSQuota on": {
+			old: base(func(c *config) { c.CPUCFSQuota = ptr.To(false) }), new: base(func(c *config) { c.CPUCFSQuota = ptr.To(true) }),
+			want: []Change{{Class: Capacity, Field: "cpuCFSQuota", Old: "false", New: "true"}},
+		},
+		"cpuCFSQuota true is its default": {
+			old: base(), new: base(func(c *config) { c.CPUCFSQuota = ptr.To(true) }),
+		},
+		"localStorageCapacityIsolation off": {
+			old: base(), new: base(func(c *config) { c.LocalStorageCapacityIsolation = ptr.To(false) }),
+			want: []Change{{Class: Isolation, Field: "localStorageCapacityIsolation", Old: "", New: "false"}},
+		},
+		"image garbage collection off": {
+			old: base(), new: base(func(c *config) { c.ImageGCHighThresholdPercent = ptr.To[int32](100) }),
+			want: []Change{{Class: Isolation, Field: "imageGCHighThresholdPercent", Old: "85", New: "100"}},
+		},
+		"image garbage collection back on": {
+			old: base(func(c *config) { c.ImageGCHighThresholdPercent = ptr.To[int32](100) }), new: base(),
+			want: []Change{{Class: Safe, Field: "imageGCHighThresholdPercent", Old: "100", New: "85"}},
+		},
+		"tracing turned on towards the default endpoint": {
+			old: base(), new: base(func(c *config) { c.Tracing = &tracingapi.TracingConfiguration{} }),
+			want: []Change{{Class: Redirect, Field: "tracing", Old: "", New: "{}"}},
+		},
+		"tracing turned on with a sampling rate only": {
+			old: base(), new: base(func(c *config) {
+				c.Tracing = &tracingapi.TracingConfiguration{SamplingRatePerMillion: ptr.To[int32](5)}
+			}),
+			want: []Change{
+				{Class: Redirect, Field: "tracing", Old: "", New: "{}"},
+				{Class: Safe, Field: "tracing.samplingRatePerMillion", Old: "", New: "5"},
+			},
+		},
+		"tracing turned off": {
+			old: base(func(c *config) { c.Tracing = &tracingapi.TracingConfiguration{} }), new: base(),
+			want: []Change{{Class: Safe, Field: "tracing", Old: "{}", New: ""}},
+		},
+		"an empty userNamespaces is its defaults": {
+			old: base(), new: base(func(c *config) { c.UserNamespaces = &kubeletconfigv1beta1.UserNamespaces{} }),
+			want: []Change{{Class: Safe, Field: "userNamespaces", Old: "", New: "{}"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Classify(tc.old, tc.new)); diff != "" {
+				t.Errorf("Classify() mismatch (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

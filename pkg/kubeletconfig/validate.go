@@ -62,7 +62,7 @@ func Validate(cfg *kubeletconfigv1beta1.KubeletConfiguration) error {
 		string(kubeletconfigv1beta1.KubeletAuthorizationModeAlwaysAllow), string(kubeletconfigv1beta1.KubeletAuthorizationModeWebhook))
 	v.nodeAllocatable(cfg.CgroupsPerQOS, cfg.EnforceNodeAllocatable)
 	if len(v.problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrValidate, strings.Join(v.problems, "; "))
+		return fmt.Errorf("%w: %s", ErrValidate, JoinBounded(v.problems, "; "))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ import (
 //   - payloads that would hand the node to the config's author, or take it
 //     down, each stored as a raw ConfigMap and assigned, are refused before
 //     any restart, and the node stays Ready on its previous config;
+//   - a refusal of 20 000 feature gates, too big for the Node's
+//     annotations as it stands, reaches status bounded: its first fields,
+//     how many more, and the flag that allows them;
 //   - an in-place edit of an assigned ConfigMap does not reach the kubelet,
 //     and assigning again applies it;
 //   - a payload applies with the --allow-unsafe its refusal named, while a
@@ -106,12 +110,40 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 				cfg["evictionHard"] = map[string]any{"nodefs.available": "99%", "memory.available": "1Mi"}
 			}},
 			{"lease-an-hour", `cannot be right on this node: nodeLeaseDurationSeconds`, func(cfg map[string]any) { cfg["nodeLeaseDurationSeconds"] = 3600 }},
+			// Renewed every 49.75s: with 4% jitter, past the 50s grace
+			// after one failed renewal.
+			{"lease-199", `cannot be right on this node: nodeLeaseDurationSeconds 199 (`, func(cfg map[string]any) { cfg["nodeLeaseDurationSeconds"] = 199 }},
+			{"pids-1", `cannot be right on this node: podPidsLimit 1 (below 16`, func(cfg map[string]any) { cfg["podPidsLimit"] = 1 }},
+			{"verbosity-8", `logging.verbosity "" -> "8" (security)`, func(cfg map[string]any) { cfg["logging"] = map[string]any{"verbosity": 8} }},
+			{"no-hard-eviction", `evictionHard["memory.available"] "1Mi" -> "" (isolation)`, func(cfg map[string]any) { cfg["evictionHard"] = map[string]any{} }},
+			{"no-cfs-quota", `cpuCFSQuota "" -> "false" (isolation)`, func(cfg map[string]any) { cfg["cpuCFSQuota"] = false }},
+			{"tracing-on", `tracing "" -> "{}" (redirect)`, func(cfg map[string]any) { cfg["tracing"] = map[string]any{} }},
 		} {
 			t.Run(p.name, func(t *testing.T) {
 				name := "trust-" + p.name
 				createConfigMap(t, c, name, payload(p.edit))
 				refused(t, name, "trust-good", "Refused", p.want)
 			})
+		}
+	})
+
+	t.Run("a refusal of any size reaches status", func(t *testing.T) {
+		onGood(t, "trust-small", 66)
+		gates := map[string]any{}
+		for i := range 20000 {
+			gates[fmt.Sprintf("DKCTestGate%05d", i)] = true
+		}
+		createConfigMap(t, c, "trust-gates", payload(func(cfg map[string]any) { cfg["featureGates"] = gates }))
+		const want = " more; to allow them, assign again with --allow-unsafe=host-access"
+		refused(t, "trust-gates", "trust-small", "Refused", want)
+		wantEvent(t, c, n.Name, "Refused")
+		// status exits 2 when a node reports an error, and prints it.
+		r := dkc(t, c, "", "status", n.Name, "-o", "json")
+		if r.ExitCode != 2 {
+			t.Errorf("status: exit %d, want 2 (the node reported an error); stderr:\n%.2000s", r.ExitCode, r.Stderr)
+		}
+		if !strings.Contains(r.Stdout, `featureGates[\"DKCTestGate00000\"]`) || !strings.Contains(r.Stdout, want) {
+			t.Errorf("kubectl dkc status does not show the bounded refusal:\n%.2000s", r.Stdout)
 		}
 	})
 

@@ -27,6 +27,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/version"
 )
 
@@ -38,29 +39,33 @@ const (
 
 // Options holds the flags of `kubectl dkc agent`.
 type Options struct {
-	NodeName           string
-	DynamicConfigDir   string
-	KubeletConfig      string
-	KubeletConfigDir   string
-	KubeletRootDir     string
-	ApplyMode          string
-	Restart            string
-	RestartCommand     string
-	StopCommand        string
-	StartCommand       string
-	SystemdUnit        string
-	RestartTimeout     time.Duration
-	KubeletURL         string
-	KubeletCAFile      string
-	KubeletServerName  string
-	KubeletInsecure    bool
-	HealthTimeout      time.Duration
-	PodReadyTimeout    time.Duration
-	TrialDuration      time.Duration
-	OnDrift            string
-	DriftCheckInterval time.Duration
-	MetricsBindAddress string
-	HealthBindAddress  string
+	NodeName          string
+	DynamicConfigDir  string
+	KubeletConfig     string
+	KubeletConfigDir  string
+	KubeletRootDir    string
+	ApplyMode         string
+	Restart           string
+	RestartCommand    string
+	StopCommand       string
+	StartCommand      string
+	SystemdUnit       string
+	RestartTimeout    time.Duration
+	KubeletURL        string
+	KubeletCAFile     string
+	KubeletServerName string
+	KubeletInsecure   bool
+	HealthTimeout     time.Duration
+	PodReadyTimeout   time.Duration
+	TrialDuration     time.Duration
+	// NodeMonitorGracePeriod is kube-controller-manager's
+	// --node-monitor-grace-period, which the bounds keep lease and status
+	// intervals under.
+	NodeMonitorGracePeriod time.Duration
+	OnDrift                string
+	DriftCheckInterval     time.Duration
+	MetricsBindAddress     string
+	HealthBindAddress      string
 	// APIServerGracePeriod is how long the apiserver may be unreachable
 	// before /readyz reports not ready.
 	APIServerGracePeriod time.Duration
@@ -95,6 +100,7 @@ func NewAgentOptions(streams genericiooptions.IOStreams) *Options {
 		HealthTimeout:          dkcagent.DefaultHealthTimeout,
 		PodReadyTimeout:        dkcagent.DefaultPodReadyTimeout,
 		TrialDuration:          dkcagent.DefaultTrialDuration,
+		NodeMonitorGracePeriod: kubeletconfig.DefaultNodeMonitorGracePeriod,
 		OnDrift:                dkcagent.DriftReport,
 		DriftCheckInterval:     dkcagent.DefaultDriftCheckInterval,
 		MetricsBindAddress:     "127.0.0.1:10390",
@@ -161,6 +167,7 @@ the right config: at start it puts the checkpointed config in place.`,
 	fl.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "How long a restarted kubelet has to pass the health gate's kubelet checks (healthz, configz, Ready) before the agent rolls back. A kubelet whose healthz and configz pass is kept when only the apiserver does not answer.")
 	fl.DurationVar(&o.PodReadyTimeout, "pod-ready-timeout", o.PodReadyTimeout, "How long, once the kubelet's checks passed, the health gate waits for the pods that were Ready before the restart to be Ready again before the agent rolls back. Kubelets up to 1.34 mark every probed pod not Ready at a restart until its readiness probe passes again.")
 	fl.DurationVar(&o.TrialDuration, "trial-duration", o.TrialDuration, "How long an applied config must run before it becomes last-known-good.")
+	fl.DurationVar(&o.NodeMonitorGracePeriod, "node-monitor-grace-period", o.NodeMonitorGracePeriod, "kube-controller-manager's --node-monitor-grace-period: how long a node may go without a heartbeat before it turns Unknown. A config whose nodeLeaseDurationSeconds or nodeStatusUpdateFrequency, two intervals with jitter, reaches it is refused; the trial judges the node's Lease by it. Set it to the cluster's value when that is not the default.")
 	fl.StringVar(&o.OnDrift, "on-drift", o.OnDrift, "What to do when the kubelet's config holds bytes the agent never wrote (kubeadm upgrade, config management): report (condition, Event, history) or reassert (also put the assigned config back through the restart and health gate).")
 	fl.DurationVar(&o.DriftCheckInterval, "drift-check-interval", o.DriftCheckInterval, "How often the agent compares the kubelet's config with its record when nothing else makes it sync.")
 	fl.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port of the Prometheus /metrics endpoint; \"0\" disables it.")
@@ -223,6 +230,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--pod-ready-timeout must be positive, got %s", o.PodReadyTimeout)
 	case o.TrialDuration < 0:
 		return fmt.Errorf("--trial-duration must not be negative, got %s", o.TrialDuration)
+	case o.NodeMonitorGracePeriod <= 0:
+		return fmt.Errorf("--node-monitor-grace-period must be positive, got %s: kube-controller-manager's value (default %s)", o.NodeMonitorGracePeriod, kubeletconfig.DefaultNodeMonitorGracePeriod)
 	case o.DriftCheckInterval < 0:
 		return fmt.Errorf("--drift-check-interval must be positive, got %s", o.DriftCheckInterval)
 	case o.APIServerGracePeriod <= 0:
@@ -307,17 +316,18 @@ func (o *Options) Run(ctx context.Context) error {
 		return fmt.Errorf("open checkpoint store: %w", err)
 	}
 	a := &dkcagent.Agent{
-		Client:             o.client,
-		NodeName:           o.NodeName,
-		Store:              store,
-		Clock:              clock.RealClock{},
-		Metrics:            dkcagent.NewMetrics(),
-		KubeletRootDir:     o.KubeletRootDir,
-		HealthTimeout:      o.HealthTimeout,
-		PodReadyTimeout:    o.PodReadyTimeout,
-		TrialDuration:      o.TrialDuration,
-		OnDrift:            o.OnDrift,
-		DriftCheckInterval: o.DriftCheckInterval,
+		Client:                 o.client,
+		NodeName:               o.NodeName,
+		Store:                  store,
+		Clock:                  clock.RealClock{},
+		Metrics:                dkcagent.NewMetrics(),
+		KubeletRootDir:         o.KubeletRootDir,
+		HealthTimeout:          o.HealthTimeout,
+		PodReadyTimeout:        o.PodReadyTimeout,
+		TrialDuration:          o.TrialDuration,
+		NodeMonitorGracePeriod: o.NodeMonitorGracePeriod,
+		OnDrift:                o.OnDrift,
+		DriftCheckInterval:     o.DriftCheckInterval,
 		Prober: kubelet.NewProber(kubelet.ProberConfig{
 			Client:        o.client,
 			NodeName:      o.NodeName,
@@ -379,7 +389,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 	logger.Info("Starting", "node", o.NodeName, "version", version.Get().Version, "applyMode", o.ApplyMode,
 		"restart", o.Restart, "store", store.Dir(), "healthTimeout", o.HealthTimeout, "podReadyTimeout", o.PodReadyTimeout, "trialDuration", o.TrialDuration,
-		"apiserverGracePeriod", o.APIServerGracePeriod)
+		"apiserverGracePeriod", o.APIServerGracePeriod, "nodeMonitorGracePeriod", o.NodeMonitorGracePeriod)
 	ready.status("Putting the checkpointed kubelet config in place")
 	return a.Run(ctx)
 }

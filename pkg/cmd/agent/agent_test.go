@@ -14,6 +14,7 @@ func TestValidate(t *testing.T) {
 			KubeletRootDir: "/var/lib/kubelet", ApplyMode: "replace", Restart: "systemd", SystemdUnit: "kubelet.service",
 			RestartTimeout: time.Minute, HealthTimeout: time.Minute, PodReadyTimeout: time.Minute, TrialDuration: 10 * time.Minute,
 			MetricsBindAddress: "127.0.0.1:10390", HealthBindAddress: "0", APIServerGracePeriod: time.Minute,
+			NodeMonitorGracePeriod: 50 * time.Second,
 		}
 	}
 	tests := map[string]struct {
@@ -58,6 +59,10 @@ func TestValidate(t *testing.T) {
 		"probe pod template without namespace": {
 			edit:    func(o *Options) { o.ProbePodTemplate = "dkc-probe" },
 			wantErr: "--probe-pod-template needs --probe-pod-namespace: the namespace of the template and the probe pod",
+		},
+		"zero node monitor grace period": {
+			edit:    func(o *Options) { o.NodeMonitorGracePeriod = 0 },
+			wantErr: "--node-monitor-grace-period must be positive, got 0s: kube-controller-manager's value (default 50s)",
 		},
 		"bad metrics address": {
 			edit:    func(o *Options) { o.MetricsBindAddress = "10390" },
