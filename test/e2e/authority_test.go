@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -256,7 +257,10 @@ func TestAuthority(t *testing.T) {
 			got, _ := n.KubeletMainPID()
 			return got == pid
 		})
-		eventuallyStatus(t, c, n.Name, 10*time.Second, Active("auth-p"), NoError())
+		// The agent saw the edit: other bytes than its pin's, reported,
+		// and the kubelet left on what it runs.
+		eventuallyStatus(t, c, n.Name, 30*time.Second, Active("auth-p"), ErrorContains("holds bytes with digest"))
+		wantCondition(t, c, n.Name, "False", agent.ReasonPinMismatch)
 		// Cleanup for the subtests after: the pool no longer selects the node.
 		label(t, c, n.Name, "auth-pool", "")
 	})
