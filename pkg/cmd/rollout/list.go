@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/status"
@@ -71,7 +71,7 @@ func (o *ListOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.
 // Validate checks -o.
 func (o *ListOptions) Validate() error {
 	if o.Printer == nil {
-		return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
+		return usage.InvalidOutput(*o.PrintFlags.OutputFormat, o.PrintFlags.AllowedFormats())
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/pkg/table"
@@ -146,9 +147,9 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	o.Nodes.Names = args
 	o.Output = *o.PrintFlags.OutputFormat
 	if !o.builtinOutput() {
-		p, err := o.PrintFlags.ToPrinter()
+		p, err := util.Printer(o.PrintFlags, outputWide, outputName)
 		if err != nil {
-			return fmt.Errorf("invalid --output %q: must be one of %s", o.Output, strings.Join(o.AllowedFormats(), ", "))
+			return err
 		}
 		o.Printer = p
 	}
@@ -183,7 +184,7 @@ func (o *Options) Validate() error {
 		return errors.New("--timeout needs -w/--watch or --wait-for")
 	}
 	if !o.builtinOutput() && o.Printer == nil {
-		return fmt.Errorf("invalid --output %q: must be one of %s", o.Output, strings.Join(o.AllowedFormats(), ", "))
+		return usage.InvalidOutput(o.Output, o.AllowedFormats())
 	}
 	return nil
 }
