@@ -110,6 +110,10 @@ up)
     echo "export KUBECONFIG=$dir/kubeconfig"
     exit 0
   fi
+  if [[ -n $(orphans) ]]; then
+    echo "error: a dkc-cluster of $dir runs without its pid file (pid $(orphans | tr '\n' ' ')): stop it with $0 down" >&2
+    exit 1
+  fi
   mkdir -p "$dir" "$root/_output/bin"
   # The first build prints what it builds and its progress; later, one line.
   "$root/hack/build-components.sh" | grep --line-buffered -v "^/" || true

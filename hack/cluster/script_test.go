@@ -226,7 +226,8 @@ func TestLocalClusterScriptFailures(t *testing.T) {
 }
 
 // TestLocalClusterScriptDownWithoutPidfile: down finds and stops a cluster
-// of its directory whose pid file is gone.
+// of its directory whose pid file is gone (and only that one); up refuses
+// to start a second one beside it.
 func TestLocalClusterScriptDownWithoutPidfile(t *testing.T) {
 	s := newScriptEnv(t)
 	// Started as up starts it, but its pid file was lost.
@@ -264,6 +265,9 @@ func TestLocalClusterScriptDownWithoutPidfile(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the fake cluster did not become ready: %v", err)
+	}
+	if out, ok := s.run(t, nil, "up"); ok || !strings.Contains(out, "runs without its pid file") {
+		t.Errorf("up beside a cluster of its directory without a pid file: exit 0 %v:\n%s", ok, out)
 	}
 	out, ok := s.run(t, nil, "down")
 	if !ok || strings.Contains(out, "no cluster running") {
