@@ -2,11 +2,16 @@
 package cmd
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -35,7 +40,7 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
   kubectl dkc snapshot node-1 > kubelet.json
   $EDITOR kubelet.json
   kubectl dkc push kubelet.json --name my-node-config
-  kubectl dkc assign node-1 --config my-node-config-<hash> --wait
+  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait
   kubectl dkc status
   kubectl dkc reset node-1`,
 		Annotations: map[string]string{
@@ -52,6 +57,7 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
 
 	version.AddTo(cmd, streams)
 	addCommands(cmd, configFlags, streams)
+	usage.SetGlobalOptions(cmd)
 	usage.Set(cmd)
 	return cmd
 }
@@ -67,7 +73,33 @@ func Execute() int {
 	err := NewCmdDKC(streams).Execute()
 	if err != nil && !util.Silent(err) {
 		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+		if hint := ConnectionHint(err); hint != "" {
+			fmt.Fprintln(streams.ErrOut, hint)
+		}
 	}
 	klog.Flush()
 	return util.ExitCode(err)
 }
+
+// ConnectionHint is kubectl's hint for an error that says the apiserver
+// refused the connection, or "" for any other error. (Some errors reach
+// here as text only, without the syscall error: their message is read.)
+func ConnectionHint(err error) string {
+	if !utilnet.IsConnectionRefused(err) && !strings.Contains(err.Error(), "connect: connection refused") {
+		return ""
+	}
+	server := "you named"
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
+			server = u.Host
+		}
+	} else if m := requestURL.FindStringSubmatch(err.Error()); m != nil {
+		server = m[1]
+	}
+	return fmt.Sprintf("The connection to the server %s was refused - did you specify the right host or port?", server)
+}
+
+// requestURL is the server of a request as a *url.Error prints it:
+// Get "https://HOST/...".
+var requestURL = regexp.MustCompile(`[A-Z]+ "https?://([^/"]+)`)

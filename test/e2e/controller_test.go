@@ -375,7 +375,7 @@ func TestController(t *testing.T) {
 			t.Errorf("while paused: %v", err)
 		}
 		// resume follows the controller's work to the end.
-		res := dkc(t, c, "", "rollout", "resume", "ctl-c", "--timeout", "4m")
+		res := dkc(t, c, "", "rollout", "resume", "ctl-c", "--wait", "--timeout", "4m")
 		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "rollout/ctl-c Done") {
 			t.Fatalf("resume: exit %d, want 0 and Done", res.ExitCode)
 		}

@@ -116,7 +116,7 @@ func TestRolloutDrivers(t *testing.T) {
 		first.waitForLine(t, 2*time.Minute, func(l string) bool { return l == "rollout/drivers node/"+names[0]+" InProgress wave=0" })
 		// resume on a Running rollout does not change its state: it drives
 		// it beside the first client.
-		second := startDKCBackground(t, c, "rollout", "resume", "drivers", "--timeout", "5m")
+		second := startDKCBackground(t, c, "rollout", "resume", "drivers", "--wait", "--timeout", "5m")
 		waitHeld(t, names[0])
 		// The second client reads the rollout and starts its watches; it
 		// must not exit while the canary is in progress.
@@ -262,7 +262,7 @@ func TestRolloutDrivers(t *testing.T) {
 		}
 
 		// Another driver must not overwrite the operator either.
-		r := dkc(t, c, "", "rollout", "resume", "manual-inprogress", "--timeout", "90s")
+		r := dkc(t, c, "", "rollout", "resume", "manual-inprogress", "--wait", "--timeout", "90s")
 		if src := assigned(t, mid); !framework.IsConfigMap(src, "drv-w") {
 			t.Errorf("after rollout resume node %s is assigned %s: the operator's kube-system/drv-w was overwritten", mid, rollout.DescribeTarget(src))
 		}

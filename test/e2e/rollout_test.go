@@ -136,7 +136,7 @@ func TestRollout(t *testing.T) {
 		if !strings.Contains(out, "Running") {
 			t.Errorf("status after the kill does not say Running:\n%s", out)
 		}
-		r := dkc(t, c, "", "rollout", "resume", "c", "--timeout", "3m")
+		r := dkc(t, c, "", "rollout", "resume", "c", "--wait", "--timeout", "3m")
 		if r.ExitCode != 0 {
 			t.Fatalf("rollout resume: exit %d", r.ExitCode)
 		}
@@ -194,7 +194,7 @@ func TestRollout(t *testing.T) {
 		if ro := rolloutObject(t, c, "d"); ro.Status.State != rollout.Paused {
 			t.Errorf("state %s, want Paused", ro.Status.State)
 		}
-		if r := dkc(t, c, "", "rollout", "resume", "d", "--timeout", "3m"); r.ExitCode != 0 {
+		if r := dkc(t, c, "", "rollout", "resume", "d", "--wait", "--timeout", "3m"); r.ExitCode != 0 {
 			t.Fatalf("rollout resume: exit %d", r.ExitCode)
 		}
 		for _, n := range names {

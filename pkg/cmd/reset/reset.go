@@ -118,8 +118,8 @@ func (o *Options) Validate() error {
 	if o.TimeoutSet && !o.Wait {
 		return util.ErrTimeoutWithoutWait
 	}
-	if _, err := o.PrintFlags.ToPrinter(); err != nil {
-		return fmt.Errorf("invalid --output: %w", err)
+	if _, err := util.Printer(o.PrintFlags); err != nil {
+		return err
 	}
 	return nil
 }

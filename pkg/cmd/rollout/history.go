@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
@@ -105,7 +106,7 @@ func (o *HistoryOptions) Validate() error {
 		return errors.New("-o cannot be used with ncp/POOL: its revisions are the rollouts that kubectl get ncr -l kubectl-dkc.io/pool=POOL prints")
 	}
 	if o.Pool == "" && o.Printer == nil {
-		return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
+		return usage.InvalidOutput(*o.PrintFlags.OutputFormat, o.PrintFlags.AllowedFormats())
 	}
 	return nil
 }

@@ -3,12 +3,14 @@ package rollout
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -39,7 +41,7 @@ func TestListOutput(t *testing.T) {
 	}
 	tests := map[string]struct {
 		rollouts            []*rollout.Rollout
-		output              string
+		output, selector    string
 		wantOut, wantErrOut string
 	}{
 		"table": {rollouts: rollouts, wantOut: "" +
@@ -49,6 +51,14 @@ func TestListOutput(t *testing.T) {
 		"table, no rollouts":    {wantErrOut: "No rollouts found in kube-system namespace.\n"},
 		"jsonpath":              {rollouts: rollouts, output: "jsonpath={.items[*].metadata.name}", wantOut: "workers-2 r1"},
 		"jsonpath, no rollouts": {output: "jsonpath={.items[*].metadata.name}"},
+		"wide": {rollouts: rollouts, output: "wide", wantOut: "" +
+			"NAME        STATE     POOL      REVISION   CONFIG          NODES   DONE   AGE   MAX-UNAVAILABLE   CANARY   REASON\n" +
+			"workers-2   Running   workers   2          kube-system/b   1       1      90m   1                 0        <none>\n" +
+			"r1          Running   <none>    <none>     kube-system/a   2       1      3d    1                 0        <none>\n"},
+		"-l": {rollouts: rollouts, selector: pool.Label + "=workers", wantOut: "" +
+			"NAME        STATE     POOL      REVISION   CONFIG          NODES   DONE   AGE\n" +
+			"workers-2   Running   workers   2          kube-system/b   1       1      90m\n"},
+		"-l, no match": {rollouts: rollouts, selector: pool.Label + "=gpu", wantErrOut: "No rollouts found in kube-system namespace.\n"},
 		// What kubectl get -o name prints, so that names chain into other
 		// commands.
 		"name": {rollouts: rollouts, output: "name", wantOut: "nodeconfigrollout.kubectl-dkc.io/workers-2\nnodeconfigrollout.kubectl-dkc.io/r1\n"},
@@ -56,15 +66,19 @@ func TestListOutput(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-			o := &ListOptions{Namespace: source.DefaultNamespace, PrintFlags: genericclioptions.NewPrintFlags(""), IOStreams: streams}
+			o := &ListOptions{Namespace: source.DefaultNamespace, Selector: tc.selector, PrintFlags: genericclioptions.NewPrintFlags(""), IOStreams: streams}
 			*o.PrintFlags.OutputFormat = tc.output
-			o.Printer = table.Printer(rolloutTable)
-			if tc.output != "" {
+			o.Wide = tc.output == "wide"
+			o.Printer = table.Printer(rolloutTable(o.Wide))
+			if tc.output != "" && !o.Wide {
 				p, err := o.PrintFlags.ToPrinter()
 				if err != nil {
 					t.Fatal(err)
 				}
 				o.Printer = p
+			}
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
 			}
 			o.Store = rollouttest.NewStore(t, source.DefaultNamespace, tc.rollouts...)
 			if err := o.Run(context.Background()); err != nil {
@@ -124,4 +138,63 @@ func checkStreams(t *testing.T, wantOut, wantErrOut string, out, errOut *bytes.B
 	if diff := cmp.Diff(wantErrOut, errOut.String()); diff != "" {
 		t.Errorf("error output (-want +got):\n%s", diff)
 	}
+}
+
+// TestListWatch: -w prints the table, then a row for each rollout that
+// changes, until interrupted.
+func TestListWatch(t *testing.T) {
+	store := rollouttest.NewStore(t, source.DefaultNamespace,
+		listed("r1", "a", time.Hour, nil, "n1", "n2"),
+		listed("r2", "b", time.Minute, map[string]string{pool.Label: "workers"}, "n3"))
+	out := &syncBuffer{}
+	o := &ListOptions{Namespace: source.DefaultNamespace, Selector: "!" + pool.Label, Watch: true, PrintFlags: genericclioptions.NewPrintFlags(""),
+		IOStreams: genericiooptions.IOStreams{Out: out, ErrOut: out}, Printer: table.Printer(rolloutTable(false)), Store: store, interval: 10 * time.Millisecond}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	waitFor := func(want string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return out.String() == want, nil
+		})
+		if err != nil {
+			t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+		}
+	}
+	const first = "" +
+		"NAME   STATE     POOL     REVISION   CONFIG          NODES   DONE   AGE\n" +
+		"r1     Running   <none>   <none>     kube-system/a   2       1      60m\n"
+	waitFor(first)
+	if _, err := store.Request(context.Background(), "r1", rollout.Paused, rollout.Running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Request(context.Background(), "r2", rollout.Paused, rollout.Running); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(first + "r1     Paused    <none>   <none>     kube-system/a   2       1      60m\n")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("interrupted -w: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a command writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -42,15 +42,15 @@ The rollout's state lives in the cluster, in a NodeConfigRollout object
 kube-system). Where the controller runs (deploy/controller.yaml), it drives
 every rollout, and these commands only change the objects. Without it,
 start --wait drives the rollout from this process; if it dies, kubectl dkc
-rollout resume NAME carries on from where it stopped. See docs/rollout.md.`,
+rollout resume NAME --wait carries on from where it stopped. See docs/rollout.md.`,
 		Example: `  # Roll a config out over every node, one at a time after a canary
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait
 
   # Follow it from another terminal
   kubectl dkc rollout status -w
 
-  # Take every node back to its config from before the rollout
-  kubectl dkc rollout undo`,
+  # Take every node back to its config from before the newest rollout
+  kubectl dkc rollout undo --latest`,
 	}
 	cmd.AddCommand(NewCmdStart(f, streams))
 	cmd.AddCommand(NewCmdStatus(f, streams))
@@ -117,7 +117,7 @@ func nameAndNamespace(f genericclioptions.RESTClientGetter, cmd *cobra.Command, 
 }
 
 // validateNameOrLatest checks that a command that changes one rollout
-// (pause, abort, undo) was told which: NAME, or --latest for the newest,
+// (pause, resume, abort, undo) was told which: NAME, or --latest for the newest,
 // which may be someone else's. namespace is the config namespace, where the
 // rollouts are.
 func validateNameOrLatest(name string, latest bool, namespace string) error {
@@ -179,7 +179,7 @@ func exitError(err error, name string, timeout time.Duration, readOnly bool) err
 		}
 		return &util.ExitError{Code: dkcstatus.ExitConfigError, Err: fmt.Errorf("%w: %sundo it with kubectl dkc rollout undo %s", err, see, name)}
 	case errors.Is(err, context.DeadlineExceeded) && timeout > 0:
-		what := "rollout %q is still running, and nothing drives it now: continue it with kubectl dkc rollout resume %s, or install the controller"
+		what := "rollout %q is still running, and nothing drives it now: continue it with kubectl dkc rollout resume %s --wait, or install the controller"
 		if readOnly {
 			what = "rollout %q did not finish: see kubectl dkc rollout status %s"
 		}
@@ -216,7 +216,7 @@ func errNoController(namespace string) error {
 // and otherwise only follows it, until it ends or timeout passes.
 func follow(ctx context.Context, client kubernetes.Interface, store *rollout.Store, lead, name string, timeout time.Duration, streams genericiooptions.IOStreams) error {
 	if lead == "" {
-		fmt.Fprintf(streams.ErrOut, "No controller runs in namespace %s: rollout/%s is driven from here. If this process stops, continue it with kubectl dkc rollout resume %s.\n",
+		fmt.Fprintf(streams.ErrOut, "No controller runs in namespace %s: rollout/%s is driven from here. If this process stops, continue it with kubectl dkc rollout resume %s --wait.\n",
 			store.Namespace, name, name)
 		return drive(ctx, client, store, name, timeout, streams, false)
 	}

@@ -229,8 +229,9 @@ func TestNameOrLatest(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			for verb, o := range map[string]interface{ Validate() error }{
-				"pause": &StateOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace, verb: pauseVerb},
-				"abort": &StateOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace, verb: abortVerb},
+				"pause":  &StateOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace, verb: pauseVerb},
+				"abort":  &StateOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace, verb: abortVerb},
+				"resume": &ResumeOptions{Name: tc.name, Latest: tc.latest, Namespace: source.DefaultNamespace},
 				"undo": func() *UndoOptions {
 					o := NewUndoOptions(genericiooptions.NewTestIOStreamsDiscard())
 					o.Name, o.Latest = tc.name, tc.latest
@@ -265,6 +266,15 @@ func TestTimeoutWithoutWait(t *testing.T) {
 	undo.Wait = true
 	if err := undo.Validate(); err != nil {
 		t.Errorf("undo --wait --timeout: %v", err)
+	}
+
+	resume := &ResumeOptions{Name: "r1", Namespace: source.DefaultNamespace, TimeoutSet: true}
+	if diff := cmp.Diff(want, errString(resume.Validate())); diff != "" {
+		t.Errorf("resume (-want +got):\n%s", diff)
+	}
+	resume.Wait = true
+	if err := resume.Validate(); err != nil {
+		t.Errorf("resume --wait --timeout: %v", err)
 	}
 
 	status := &StatusOptions{TimeoutSet: true}

@@ -123,9 +123,15 @@ func (o *StateOptions) Run(ctx context.Context) error {
 
 // ResumeOptions holds the flags of `kubectl dkc rollout resume`.
 type ResumeOptions struct {
-	Name      string
+	Name string
+	// Latest is --latest: resume the newest rollout, which NAME must name
+	// otherwise.
+	Latest    bool
 	Namespace string
+	Wait      bool
 	Timeout   time.Duration
+	// TimeoutSet is whether --timeout was given.
+	TimeoutSet bool
 
 	Client kubernetes.Interface
 	Store  *rollout.Store
@@ -136,28 +142,32 @@ type ResumeOptions struct {
 func NewCmdResume(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &ResumeOptions{Namespace: source.DefaultNamespace, Timeout: DefaultTimeout, IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:   "resume [NAME]",
-		Short: "Resume a paused rollout, or carry on one whose client died, and drive it to the end",
-		Long: `Resume a paused rollout, or carry on a running one whose client died, and
-drive it here until it is done, halted or --timeout passes. Without NAME,
-the newest rollout.
+		Use:   "resume (NAME | --latest)",
+		Short: "Resume a paused rollout, or carry on one whose client died",
+		Long: `Resume a paused rollout, or carry on a running one whose client died.
+--latest resumes the newest rollout instead of NAME. Where the controller
+runs, it drives the rollout and resume returns at once; --wait follows the
+rollout until it is done, halted or --timeout passes, and without a
+controller drives it from here.
 
 Resume starts from the state kept in the cluster: nodes that run the config
 are done, nodes assigned it but not running it yet hold their slot of the
 budget, and no node is started twice. A halted rollout cannot be resumed:
 undo it, or start a new one with a fixed config.
 
-Exit codes are those of rollout start --wait: 0 done, 1 failure, 2 halted
-on a node's error, 3 timeout.`,
+With --wait, exit codes are those of rollout start --wait: 0 done,
+1 failure, 2 halted on a node's error, 3 timeout.`,
 		Example: `  # Resume the newest rollout and follow it
-  kubectl dkc rollout resume
+  kubectl dkc rollout resume --latest --wait
 
   # The terminal that drove a rollout was closed: carry it on
-  kubectl dkc rollout resume my-node-config-5fd8t4bhgb-x7k2q --timeout 1h`,
+  kubectl dkc rollout resume my-node-config-5fd8t4bhgb-x7k2q --wait --timeout 1h`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: lifecycle.RunE(f, o),
 	}
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to drive the rollout; 0 means forever.")
+	cmd.Flags().BoolVar(&o.Latest, "latest", o.Latest, "Resume the newest rollout instead of NAME.")
+	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
 	return cmd
 }
 
@@ -167,20 +177,29 @@ func (o *ResumeOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobr
 	if o.Name, o.Namespace, err = nameAndNamespace(f, cmd, args); err != nil {
 		return err
 	}
+	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	o.Client, o.Store, err = newClients(f, o.Namespace)
 	return err
 }
 
-// Validate checks the flags.
+// Validate checks that the rollout was named, or --latest given, and the
+// flags.
 func (o *ResumeOptions) Validate() error {
+	if err := validateNameOrLatest(o.Name, o.Latest, o.Namespace); err != nil {
+		return err
+	}
 	if o.Timeout < 0 {
 		return fmt.Errorf("invalid --timeout %s: must not be negative (0 means forever)", o.Timeout)
+	}
+	if o.TimeoutSet && !o.Wait {
+		return util.ErrTimeoutWithoutWait
 	}
 	return nil
 }
 
-// Run sets a paused rollout running, and follows it to its end, driving it
-// when no controller does.
+// Run sets a paused rollout running. With --wait it follows the rollout to
+// its end, driving it when no controller does; without, it returns once the
+// controller has been asked.
 func (o *ResumeOptions) Run(ctx context.Context) error {
 	r, err := resolve(ctx, o.Store, o.Name)
 	if err != nil {
@@ -194,8 +213,16 @@ func (o *ResumeOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if lead == "" && !o.Wait {
+		return errNoController(o.Namespace)
+	}
 	if _, err := o.Store.Request(ctx, r.Name, rollout.Running, rollout.Paused); err != nil {
 		return err
+	}
+	if !o.Wait {
+		fmt.Fprintf(o.Out, "rollout/%s resumed\n", r.Name)
+		fmt.Fprintf(o.ErrOut, "The controller %s drives rollout/%s; follow it with kubectl dkc rollout status %s -w\n", lead, r.Name, r.Name)
+		return nil
 	}
 	return follow(ctx, o.Client, o.Store, lead, r.Name, o.Timeout, o.IOStreams)
 }

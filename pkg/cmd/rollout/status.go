@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,7 +42,6 @@ type StatusOptions struct {
 func NewStatusOptions(streams genericiooptions.IOStreams) *StatusOptions {
 	pf := genericclioptions.NewPrintFlags("")
 	pf.NamePrintFlags = nil
-	pf.TemplatePrinterFlags = nil
 	return &StatusOptions{Namespace: source.DefaultNamespace, PrintFlags: pf, IOStreams: streams}
 }
 
@@ -100,8 +98,8 @@ func (o *StatusOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobr
 	}
 	o.TimeoutSet = cmd.Flags().Changed("timeout")
 	if *o.PrintFlags.OutputFormat != "" {
-		if o.Printer, err = o.PrintFlags.ToPrinter(); err != nil {
-			return fmt.Errorf("invalid --output %q: must be one of %s", *o.PrintFlags.OutputFormat, strings.Join(o.PrintFlags.AllowedFormats(), ", "))
+		if o.Printer, err = util.Printer(o.PrintFlags); err != nil {
+			return err
 		}
 	}
 	o.Client, o.Store, err = newClients(f, o.Namespace)

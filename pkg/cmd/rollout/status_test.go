@@ -68,3 +68,25 @@ func TestStatusExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusJSONPath: rollout status -o jsonpath prints one field of the
+// rollout, as its help shows for a script.
+func TestStatusJSONPath(t *testing.T) {
+	const reason = `node "n1" reported an error`
+	r := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("a"), Nodes: []string{"n1"}, MaxUnavailable: intstr.FromInt32(1)})
+	r.Status.State, r.Status.Reason = rollout.Halted, reason
+	streams, _, out, _ := genericiooptions.NewTestIOStreams()
+	o := NewStatusOptions(streams)
+	*o.PrintFlags.OutputFormat = "jsonpath={.status.reason}"
+	p, err := util.Printer(o.PrintFlags)
+	if err != nil {
+		t.Fatalf("-o jsonpath: %v", err)
+	}
+	o.Name, o.Namespace, o.Printer, o.Client, o.Store = "r1", "kube-system", p, fake.NewClientset(), rollouttest.NewStore(t, "kube-system", r)
+	if err := o.Run(context.Background()); util.ExitCode(err) != 2 {
+		t.Errorf("exit code %d (%v), want 2 for a halted rollout", util.ExitCode(err), err)
+	}
+	if diff := cmp.Diff(reason, out.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}

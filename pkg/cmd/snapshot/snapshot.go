@@ -28,6 +28,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/configz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
@@ -141,7 +142,7 @@ func (o *Options) Validate() error {
 	switch o.Output {
 	case "json", "yaml":
 	default:
-		return fmt.Errorf("--output must be json or yaml, got %q", o.Output)
+		return usage.InvalidOutput(o.Output, []string{"json", "yaml"})
 	}
 	if o.Concurrency < 1 {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)

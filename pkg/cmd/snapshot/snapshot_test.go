@@ -42,7 +42,7 @@ func TestValidate(t *testing.T) {
 		},
 		"bad output": {
 			opts: Options{Nodes: util.NodeSelection{All: true}, Output: "table", Concurrency: 8},
-			want: `--output must be json or yaml, got "table"`,
+			want: `invalid --output "table": must be one of json, yaml`,
 		},
 		"zero concurrency": {
 			opts: Options{Nodes: util.NodeSelection{All: true}, Output: "json"},

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/pkg/table"
@@ -65,7 +66,7 @@ func NewStatusOptions(streams genericiooptions.IOStreams) *Options {
 func NewCmdStatus(f genericclioptions.RESTClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewStatusOptions(streams)
 	cmd := &cobra.Command{
-		Use:   "status [NODE... | -l SELECTOR]",
+		Use:   "status [NODE... | -l SELECTOR | --all]",
 		Short: "Show the kubelet config each node was assigned, runs and falls back to",
 		Long: `Show the kubelet config each node was assigned, runs and falls back to.
 
@@ -94,7 +95,7 @@ classes), or <unpinned> for an assignment no agent applies. -o json|yaml print a
 List of NodeConfig objects, whose .status has the shape of .status.config.
 -o name prints node/NAME.
 
-No NODE and no -l means every node. -w/--watch prints a new row whenever a
+--all, or no NODE and no -l, means every node. -w/--watch prints a new row whenever a
 node's config state changes, until interrupted or until --timeout.
 --wait-for=active waits until every selected node runs its assignment (or its
 local config, when it has none) without error; --wait-for=error waits until
@@ -128,7 +129,7 @@ Exit codes (docs/user-guide.md#exit-codes):
 	o.PrintFlags.AddFlags(cmd)
 	// Replace the help of -o to list the formats status handles itself.
 	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s).", strings.Join(o.AllowedFormats(), ", "))
-	cmd.Flags().StringVarP(&o.Nodes.Selector, "selector", "l", "", "Selector (label query) to filter nodes on, supports '=', '==', '!=', 'in', 'notin' (e.g. -l key1=value1,key2=value2).")
+	o.Nodes.AddFlags(cmd)
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After listing, watch the nodes and print a row for every change of their config state.")
 	cmd.Flags().StringVar(&o.WaitFor, "wait-for", "", `Wait until every selected node reached a condition: "active" or "error". See the exit codes above.`)
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long -w watches or --wait-for waits; 0 means forever.")
@@ -146,9 +147,9 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	o.Nodes.Names = args
 	o.Output = *o.PrintFlags.OutputFormat
 	if !o.builtinOutput() {
-		p, err := o.PrintFlags.ToPrinter()
+		p, err := util.Printer(o.PrintFlags, outputWide, outputName)
 		if err != nil {
-			return fmt.Errorf("invalid --output %q: must be one of %s", o.Output, strings.Join(o.AllowedFormats(), ", "))
+			return err
 		}
 		o.Printer = p
 	}
@@ -164,10 +165,7 @@ func (o *Options) builtinOutput() bool {
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	// status has no --all: naming no node means every node.
-	if len(o.Nodes.Names) > 0 && o.Nodes.Selector != "" {
-		return errors.New("name nodes in one way only: NODE arguments or -l/--selector (neither shows every node)")
-	}
+	// Naming no node means every node, as --all does.
 	if err := o.Nodes.Validate(true); err != nil {
 		return err
 	}
@@ -183,7 +181,7 @@ func (o *Options) Validate() error {
 		return errors.New("--timeout needs -w/--watch or --wait-for")
 	}
 	if !o.builtinOutput() && o.Printer == nil {
-		return fmt.Errorf("invalid --output %q: must be one of %s", o.Output, strings.Join(o.AllowedFormats(), ", "))
+		return usage.InvalidOutput(o.Output, o.AllowedFormats())
 	}
 	return nil
 }

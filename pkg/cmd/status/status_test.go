@@ -32,7 +32,12 @@ func TestValidate(t *testing.T) {
 		"wait for error": {opts: Options{WaitFor: "error", Timeout: time.Second}},
 		"names and selector": {
 			opts: Options{Nodes: util.NodeSelection{Names: []string{"n1"}, Selector: "a=b"}},
-			want: "name nodes in one way only: NODE arguments or -l/--selector (neither shows every node)",
+			want: "name nodes in one way only: NODE arguments, -l/--selector, or --all",
+		},
+		"--all": {opts: Options{Nodes: util.NodeSelection{All: true}}},
+		"--all and names": {
+			opts: Options{Nodes: util.NodeSelection{Names: []string{"n1"}, All: true}},
+			want: "name nodes in one way only: NODE arguments, -l/--selector, or --all",
 		},
 		"bad wait for": {
 			opts: Options{WaitFor: "ready"},

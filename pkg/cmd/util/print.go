@@ -8,6 +8,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 )
 
 // NewPrintFlags returns the -o flags of a command that changes objects and
@@ -18,12 +20,23 @@ func NewPrintFlags() *genericclioptions.PrintFlags {
 	return genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.Scheme)
 }
 
+// Printer returns pf's printer. A format pf has no printer for is an
+// usage.InvalidOutput of pf's formats, after extra: the formats the command
+// prints itself.
+func Printer(pf *genericclioptions.PrintFlags, extra ...string) (printers.ResourcePrinter, error) {
+	p, err := pf.ToPrinter()
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return nil, usage.InvalidOutput(*pf.OutputFormat, append(extra, pf.AllowedFormats()...))
+	}
+	return p, err
+}
+
 // ToPrinter returns pf's printer for operation ("assigned", "created", ...),
 // marked " (dry run)" for a client dry run and " (server dry run)" for a
 // server one, as kubectl marks them (DryRunSuffix).
 func ToPrinter(pf *genericclioptions.PrintFlags, dryRun, operation string) (printers.ResourcePrinter, error) {
 	pf.NamePrintFlags.Operation = operation + DryRunSuffix(dryRun)
-	return pf.ToPrinter()
+	return Printer(pf)
 }
 
 // DryRunSuffix is what kubectl appends to an operation for --dry-run:

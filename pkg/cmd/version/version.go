@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/version"
 )
 
@@ -64,7 +65,7 @@ func (o *Options) Validate() error {
 	case "", "json", "yaml":
 		return nil
 	}
-	return fmt.Errorf("--output must be json or yaml, got %q", o.Output)
+	return usage.InvalidOutput(o.Output, []string{"json", "yaml"})
 }
 
 // Run prints the version.

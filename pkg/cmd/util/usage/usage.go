@@ -26,6 +26,13 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// InvalidOutput is the error of every command for a -o format it does not
+// print: the format, and the formats it does (allowed). (util.Printer
+// returns it for cli-runtime's printers.)
+func InvalidOutput(format string, allowed []string) error {
+	return fmt.Errorf("invalid --output %q: must be one of %s", format, strings.Join(allowed, ", "))
+}
+
 // Errorf returns an Error of cmd with the formatted message.
 func Errorf(cmd *cobra.Command, format string, args ...any) error {
 	return &Error{CommandPath: cmd.CommandPath(), Err: fmt.Errorf(format, args...)}
