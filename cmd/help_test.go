@@ -178,9 +178,9 @@ func TestConnectionRefusedHint(t *testing.T) {
 // TestInvalidOutput: every command with -o refuses a format it does not
 // print in one wording, naming the formats it does.
 func TestInvalidOutput(t *testing.T) {
-	// assign and push still wrap cli-runtime's own message: they should
-	// return util.Printer's error too.
 	for _, args := range [][]string{
+		{"assign", "n1", "--config", "c"},
+		{"push", "f.yaml", "--name", "c"},
 		{"status"},
 		{"reset", "n1"},
 		{"snapshot", "n1"},

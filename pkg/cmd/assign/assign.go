@@ -132,7 +132,7 @@ With --wait, exit codes are:
   kubectl dkc assign node-1 --config cpu-static-8m2kd9g6fc --allow-unsafe=resource-managers
 
   # Assign only the bytes a reviewer saw (kubectl dkc push prints their digest)
-  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --digest sha256:<64 hex digits>
+  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --digest sha256:6f1ed002ab5595859014ebf0951522d9a2c81bc75bc1d3f8a0c3d2a4f8a4b0a1
 
   # Show what would change without changing anything
   kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server
@@ -210,8 +210,8 @@ func (o *Options) Validate() error {
 	if o.TimeoutSet && !o.Wait {
 		return util.ErrTimeoutWithoutWait
 	}
-	if _, err := o.PrintFlags.ToPrinter(); err != nil {
-		return fmt.Errorf("invalid --output: %w", err)
+	if _, err := util.Printer(o.PrintFlags); err != nil {
+		return err
 	}
 	return nil
 }

@@ -178,8 +178,8 @@ func (o *Options) Validate() error {
 	if *o.PrintFlags.OutputFormat == outputWide {
 		return nil
 	}
-	if _, err := o.PrintFlags.ToPrinter(); err != nil {
-		return fmt.Errorf("invalid --output: %w", err)
+	if _, err := util.Printer(o.PrintFlags, outputWide); err != nil {
+		return err
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 		},
 		"bad output": {
 			change: func(o *Options) { *o.PrintFlags.OutputFormat = "wider" },
-			want:   `invalid --output: unable to match a printer suitable for the output format "wider", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml`,
+			want:   `invalid --output "wider": must be one of wide, json, yaml, kyaml, name, go-template, go-template-file, template, templatefile, jsonpath, jsonpath-as-json, jsonpath-file`,
 		},
 	}
 	for name, tc := range tests {

@@ -132,8 +132,8 @@ No other change drains.
 Where the controller runs (deploy/controller.yaml), start creates the
 rollout and returns, and the controller drives it; --wait then follows it
 here until it ends. Without a controller, start needs --wait, and drives
-the rollout from this process; if it dies, kubectl dkc rollout resume
-continues the rollout. Either way no node is started twice. Progress is
+the rollout from this process; if it dies, kubectl dkc rollout resume NAME
+--wait continues the rollout. Either way no node is started twice. Progress is
 redrawn in place on a terminal, one line per event otherwise.
 
 Exit codes with --wait:
