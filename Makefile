@@ -23,13 +23,16 @@ BIN := _output/bin
 # DWARF, which release builds strip anyway (-ldflags -s -w): that makes a
 # cold compile about a tenth cheaper, and the flags match those of the
 # component builds (hack/build-components-lib.sh), which compile the same
-# client-go and apimachinery.
+# client-go and apimachinery. Only `make race` sets CGO_ENABLED=1, for the
+# race detector, which needs cgo; it compiles its own instrumented copy.
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath -gcflags=all=-dwarf=false)
 # Debian packages the real-component tests need: the isolated systemd
 # (framework.StartSystemd) needs systemd and dbus; kubeadm join's preflight
 # needs losetup and mount (mount).
-TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux systemd dbus mount
+# The race detector (make race) needs cgo, so a C compiler and the C
+# library's headers: gcc and libc6-dev.
+TEST_PKGS := containerd runc containernetworking-plugins iptables iproute2 util-linux systemd dbus mount gcc libc6-dev
 E2E_TIMEOUT ?= 80m
 # How many of the e2e tests that call t.Parallel run at once, each on a
 # cluster of its own (docs/development.md, "Tests in parallel").
@@ -137,6 +140,10 @@ unit: ## Unit tests (no cluster)
 	go test ./cmd/... ./pkg/... ./hack/cluster/...
 	cd hack/image && go test ./...
 
+.PHONY: race
+race: ## Unit tests of cmd/ and pkg/ under the race detector (needs gcc: make test-deps)
+	CGO_ENABLED=1 go test -race ./cmd/... ./pkg/...
+
 .PHONY: docs
 docs: ## Regenerate the docs made from the code: docs/reference.md, and docs/security.md's table of field classes (unit fails when they are stale)
 	go test ./cmd -run '^TestReferenceDocs$$' -count=1 -update
@@ -193,10 +200,11 @@ test: ## Everything CI runs
 	exit $$rc
 
 .PHONY: checks
-checks: ## gofmt, go vet and the unit tests, one after another
+checks: ## gofmt, go vet, the unit tests and the unit tests under the race detector, one after another
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory race
 
 .PHONY: cluster-up
 cluster-up: export PATH := $(COMPONENTS_DIR):$(CURDIR)/$(BIN):$(PATH)
