@@ -110,7 +110,7 @@ func (p *pools) reconcile(ctx context.Context, name string) error {
 			nodes[i] = *n
 		}
 		reader := &rollout.FactsReader{Client: p.c.Kube, Warn: func(format string, args ...any) {
-			logger.Info("Planning a rollout: "+fmt.Sprintf(format, args...))
+			logger.Info("Planning a rollout: " + fmt.Sprintf(format, args...))
 		}}
 		facts, err := reader.Read(ctx, nodes, in.Payload, nil)
 		if err != nil {

@@ -65,7 +65,7 @@ func TestNodeSpecific(t *testing.T) {
 		"a kubelet on 0.0.0.0 still holds its node's address": {
 			payload: "kind: KubeletConfiguration\naddress: 10.0.0.1\n",
 			nodes:   fleet[:2], live: kubeadm,
-			want:    []NodeSpecificValue{{Field: "address", Value: `"10.0.0.1"`, Of: []string{"n1"}, Others: 1}},
+			want: []NodeSpecificValue{{Field: "address", Value: `"10.0.0.1"`, Of: []string{"n1"}, Others: 1}},
 		},
 		"a value that is no node's own (0.0.0.0 on every node) passes": {
 			payload: "kind: KubeletConfiguration\naddress: 0.0.0.0\nhealthzBindAddress: 127.0.0.1\n",
