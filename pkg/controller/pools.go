@@ -87,17 +87,13 @@ func (p *pools) reconcile(ctx context.Context, name string) error {
 	for _, o := range p.nodes.List() {
 		in.Nodes = append(in.Nodes, o.(*corev1.Node))
 	}
+	var all []*rollout.Rollout
 	for _, o := range p.rollouts.List() {
-		r, err := rollout.Decode(o.(*unstructured.Unstructured))
-		if err != nil {
-			continue
-		}
-		if r.Labels[pool.Label] == name {
-			in.Rollouts = append(in.Rollouts, r)
-		} else {
-			in.Foreign = append(in.Foreign, r)
+		if r, err := rollout.Decode(o.(*unstructured.Unstructured)); err == nil {
+			all = append(all, r)
 		}
 	}
+	in.Rollouts, in.Foreign = pool.Split(name, all)
 	in.Payload, in.PayloadErr = p.payload(ctx, cur)
 
 	logger := klog.FromContext(ctx).WithValues("pool", name)

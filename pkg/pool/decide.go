@@ -58,8 +58,8 @@ type Output struct {
 	Pause, Resume []string
 	// Status is the pool's status to write.
 	Status Status
-	// Planned: Decide planned a rollout (rollout.Plan), whose drains
-	// depend on Input.Configs.
+	// Planned: Decide planned a rollout to create, or refused one for its
+	// drains (rollout.Plan), and that depends on Input.Configs.
 	Planned bool
 	// Warnings are rollout.Plan's, for the controller's log.
 	Warnings []string
@@ -172,7 +172,6 @@ func Decide(in Input) Output {
 			latest.Name, rev, latest.State(), orNone(latest.Status.Reason), latest.Name))
 	}
 	if len(needs) > 0 {
-		out.Planned = true
 		r, warnings, err := rollout.Plan(request(p, rev, len(current), target, pin), rollout.Facts{
 			Nodes: needs, Payload: in.Payload, Configs: in.Configs, Rollouts: in.Foreign,
 		})
@@ -198,10 +197,12 @@ func Decide(in Input) Output {
 		case errors.As(err, &nodeSpecific):
 			return stalled(out, in.Now, ReasonNodeSpecificConfig, err.Error())
 		case errors.As(err, &drain):
+			out.Planned = true
 			return stalled(out, in.Now, ReasonNeedsDrain, err.Error())
 		case err != nil:
 			return stalled(out, in.Now, ReasonConfigUnavailable, err.Error())
 		}
+		out.Planned = true
 		out.Create = own(r, p, rev)
 		st.CurrentRollout = r.Name
 		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d nodes", r.Name, rev, len(r.Spec.Nodes)))
@@ -246,41 +247,6 @@ func selectNodes(p *Pool, others []*Pool, nodes []*corev1.Node) ([]*corev1.Node,
 	return picked, conflicts, nil
 }
 
-// Revision is one revision of a pool: its number and its rollouts, oldest
-// first. Its config is its rollouts' (Spec.Config and Spec.Pin).
-type Revision struct {
-	Number   int64
-	Rollouts []*rollout.Rollout
-}
-
-// Latest is the revision's newest rollout.
-func (r Revision) Latest() *rollout.Rollout { return r.Rollouts[len(r.Rollouts)-1] }
-
-// Revisions groups a pool's rollouts by RevisionLabel, oldest revision
-// first; a rollout without a valid revision is left out.
-func Revisions(rollouts []*rollout.Rollout) []Revision {
-	m := map[int64][]*rollout.Rollout{}
-	for _, r := range rollouts {
-		n, err := strconv.ParseInt(r.Labels[RevisionLabel], 10, 64)
-		if err != nil || n < 1 {
-			continue
-		}
-		m[n] = append(m[n], r)
-	}
-	var out []Revision
-	for n, rs := range m {
-		slices.SortFunc(rs, func(a, b *rollout.Rollout) int {
-			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Name, b.Name)
-		})
-		out = append(out, Revision{Number: n, Rollouts: rs})
-	}
-	slices.SortFunc(out, func(a, b Revision) int { return int(a.Number - b.Number) })
-	return out
-}
-
 // sameConfig reports whether r rolls out target pinned by pin.
 func sameConfig(r *rollout.Rollout, target *corev1.NodeConfigSource, pin *source.Pin) bool {
 	return source.Equal(r.Spec.Config, target) && r.Spec.Pin.Equal(pin)
@@ -316,17 +282,6 @@ func bytesFixed(p *Pool, revs []Revision, target *corev1.NodeConfigSource) (*sou
 func generationOf(r *rollout.Rollout) int64 {
 	n, _ := strconv.ParseInt(r.Annotations[GenerationAnnotation], 10, 64)
 	return n
-}
-
-// RolloutName names the rollout of pool's revision rev that follows n
-// earlier rollouts of it: POOL-REV, then POOL-REV-2, POOL-REV-3 for nodes
-// that joined later. The names are fixed, so that a controller that died
-// after creating one does not create another.
-func RolloutName(pool string, rev int64, n int) string {
-	if n == 0 {
-		return fmt.Sprintf("%s-%d", pool, rev)
-	}
-	return fmt.Sprintf("%s-%d-%d", pool, rev, n+1)
 }
 
 // request is the rollout of revision rev of p's target, pinned by pin,
