@@ -86,13 +86,13 @@ func TestDecide(t *testing.T) {
 		// planned: Decide planned the rollout to create or refused it for
 		// its drains, which depend on Input.Configs.
 		planned bool
-		abort  []string
-		pause  []string
-		resume []string
-		cond   string // the condition that is True
-		reason string
-		msg    []string // what its message says, among other words
-		counts Counts
+		abort   []string
+		pause   []string
+		resume  []string
+		cond    string // the condition that is True
+		reason  string
+		msg     []string // what its message says, among other words
+		counts  Counts
 	}{
 		"a new pool rolls its config out over the nodes it selects, and only those": {
 			in: func(p *Pool) Input {

@@ -23,7 +23,7 @@ func TestUndoTarget(t *testing.T) {
 		wantErr string
 	}{
 		"by default, the revision before the current one": {want: "workers-2"},
-		"a revision named":                                 {to: 1, want: "workers-1"},
+		"a revision named": {to: 1, want: "workers-1"},
 		"a revision that does not exist": {
 			to:      7,
 			wantErr: `nodeconfigpool "workers" has no revision 7 (kubectl dkc rollout history ncp/workers lists them)`,
