@@ -183,12 +183,12 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 		if req.Overlap != WaitOnOverlap || len(overlaps) == len(spec.Nodes) {
 			return nil, nil, &OverlapError{Overlaps: overlaps}
 		}
-		spec.Nodes = slices.DeleteFunc(spec.Nodes, func(n string) bool {
-			return slices.ContainsFunc(overlaps, func(o Overlap) bool { return o.Node == n })
-		})
+		held := map[string]bool{}
 		for _, o := range overlaps {
+			held[o.Node] = true
 			warnings = append(warnings, fmt.Sprintf("node/%s waits for rollout %s (%s) to end", o.Node, o.Rollout, o.State))
 		}
+		spec.Nodes = slices.DeleteFunc(spec.Nodes, func(n string) bool { return held[n] })
 	}
 
 	var target *kubeletconfigv1beta1.KubeletConfiguration

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -199,7 +200,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := o.plan(ctx, orig)
+	r, err := o.plan(ctx, orig, o.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -210,8 +211,9 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 		if orig, err = store.Request(ctx, orig.Name, rollout.Aborted, rollout.Running, rollout.Paused); err != nil {
 			return err
 		}
-		// Aborted, it may have started more nodes than planned for.
-		if r, err = o.plan(ctx, orig); err != nil {
+		// Aborted, it may have started more nodes than planned for: plan
+		// again (its warnings were printed the first time).
+		if r, err = o.plan(ctx, orig, io.Discard); err != nil {
 			return err
 		}
 	}
@@ -230,8 +232,9 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 }
 
 // plan is the undo of orig, as rollout.Plan makes it from the nodes of
-// orig, the configs they run and go back to, and the other rollouts.
-func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout) (*rollout.Rollout, error) {
+// orig, the configs they run and go back to, and the other rollouts; its
+// warnings go to errOut.
+func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout, errOut io.Writer) (*rollout.Rollout, error) {
 	req := rollout.Request{Namespace: o.Namespace, Suffix: utilrand.String(5), UndoOf: orig}
 	if o.MaxUnavailable != "" {
 		v, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
@@ -256,7 +259,7 @@ func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout) (*rollout
 			targets = append(targets, prev)
 		}
 	}
-	facts, err := factsReader(o.Client, o.ErrOut).Read(ctx, nodes, nil, targets)
+	facts, err := factsReader(o.Client, errOut).Read(ctx, nodes, nil, targets)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +267,7 @@ func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout) (*rollout
 		return nil, err
 	}
 	r, warnings, err := rollout.Plan(req, facts)
-	printWarnings(o.ErrOut, warnings)
+	printWarnings(errOut, warnings)
 	return r, err
 }
 
