@@ -73,7 +73,7 @@ func TestDocsQuotedMessages(t *testing.T) {
 		}
 		for _, piece := range messagePieces(q.text) {
 			checked++
-			if !inAny(piece, literals) && !inAny(piece, upstreamWords) && !fillsAny(piece, templates) {
+			if !inAny(piece, upstreamWords) && !printed(piece, literals, templates) {
 				t.Errorf("%s quotes %q, but no string of dkc's code holds %q: quote the message as the code prints it", d.at(q.line), q.text, piece)
 			}
 		}
@@ -188,17 +188,31 @@ func templateWords(format string) []string {
 	return words
 }
 
-// fillsAny says whether piece is a run of words that some template prints
-// with its verbs filled in: each "" of the template stands for one word or
-// more, and the run may begin or end inside one.
-func fillsAny(piece string, templates [][]string) bool {
+// printed says whether the code prints piece: it is in a literal, or it
+// is a run of words that a template prints with its verbs filled in. Each
+// "" of the template stands for one word, the run may begin or end inside
+// a word, and at least two of its words are the template's own (one of a
+// piece of two). A template that ends in a verb may go on with what
+// another string prints: "... has an assignment, but %s" and the cause.
+func printed(piece string, literals []string, templates [][]string) bool {
+	if inAny(piece, literals) {
+		return true
+	}
 	words := strings.Fields(piece)
 	for _, tw := range templates {
 		if !slices.Contains(tw, "") {
 			continue
 		}
 		for start := range tw {
-			if fills(words, tw[start:], true) {
+			n := len(tw) - start
+			if n >= len(words) {
+				if fills(words, tw[start:start+len(words)]) {
+					return true
+				}
+				continue
+			}
+			if tw[len(tw)-1] == "" && n >= 3 && fills(words[:n-1], tw[start:len(tw)-1]) &&
+				printed(strings.Join(words[n-1:], " "), literals, templates) {
 				return true
 			}
 		}
@@ -206,31 +220,27 @@ func fillsAny(piece string, templates [][]string) bool {
 	return false
 }
 
-// fills says whether words are printed by the beginning of template; first
-// says the words begin where the template does.
-func fills(words, template []string, first bool) bool {
-	if len(words) == 0 {
-		return true
-	}
-	if len(template) == 0 {
-		return false
-	}
-	if template[0] != "" {
-		w := words[0]
-		if first {
+// fills says whether words are what template prints, word for word.
+func fills(words, template []string) bool {
+	own := 0
+	for i, w := range words {
+		t := template[i]
+		switch {
+		case t == "":
+			continue
+		case i == 0 && len(words) > 1:
 			// The piece may begin in the middle of a word: "(lease".
-			return strings.HasSuffix(template[0], w) && fills(words[1:], template[1:], false)
+			if !strings.HasSuffix(t, w) {
+				return false
+			}
+		case i == len(words)-1:
+			if !strings.HasPrefix(t, w) {
+				return false
+			}
+		case t != w:
+			return false
 		}
-		if len(words) == 1 {
-			return strings.HasPrefix(template[0], w)
-		}
-		return template[0] == w && fills(words[1:], template[1:], false)
+		own++
 	}
-	// A verb prints one word or more.
-	for n := 1; n <= len(words); n++ {
-		if fills(words[n:], template[1:], false) {
-			return true
-		}
-	}
-	return false
+	return own >= min(2, len(words)-1)
 }
