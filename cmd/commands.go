@@ -9,6 +9,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/controller"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/install"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/reset"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/rollout"
@@ -27,4 +28,5 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(agent.NewCmdAgent(f, streams))
 	root.AddCommand(rollout.NewCmdRollout(f, streams))
 	root.AddCommand(controller.NewCmdController(f, streams))
+	root.AddCommand(install.NewCmdInstall(f, streams))
 }

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -188,16 +186,6 @@ func exitError(err error, name string, timeout time.Duration, readOnly bool) err
 	return err
 }
 
-// isTerminal reports whether w is a terminal, where progress is redrawn in
-// place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
 
 // leader returns the controller replica that drives the rollouts of
 // namespace, or "" when none runs there.
