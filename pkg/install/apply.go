@@ -12,10 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-)
 
-// FieldManager is the field manager of what install applies.
-const FieldManager = "kubectl-dkc"
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
 
 // What Apply did to an object.
 const (
@@ -33,7 +32,7 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // EstablishTimeout bounds the wait for a CRD to be served.
 const EstablishTimeout = time.Minute
 
-// Applier applies objects server-side, as FieldManager.
+// Applier applies objects server-side, as source.FieldManager.
 type Applier struct {
 	Dynamic dynamic.Interface
 	Mapper  meta.RESTMapper
@@ -95,7 +94,7 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (*u
 	case err != nil:
 		return nil, "", fmt.Errorf("read %s: %w", describe(obj), err)
 	}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: a.Force}
+	opts := metav1.ApplyOptions{FieldManager: source.FieldManager, Force: a.Force}
 	if a.DryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}

@@ -78,7 +78,7 @@ func NewCmdInstall(f genericclioptions.RESTClientGetter, streams genericiooption
 		Long: `Install the agent, the controller and the API of dkc in the cluster.
 
 install applies the manifests of deploy/, which the binary holds, server-side
-as field manager ` + install.FieldManager + `: the CustomResourceDefinitions first and,
+as field manager ` + source.FieldManager + `: the CustomResourceDefinitions first and,
 once the apiserver serves them, the rest, all in kube-system. Their images
 are those of --image-repository, where make push put them, tagged --version,
 the version of this kubectl dkc by default. It then waits until the

@@ -186,7 +186,6 @@ func exitError(err error, name string, timeout time.Duration, readOnly bool) err
 	return err
 }
 
-
 // leader returns the controller replica that drives the rollouts of
 // namespace, or "" when none runs there.
 func leader(ctx context.Context, client kubernetes.Interface, namespace string) (string, error) {
