@@ -15,6 +15,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/uninstall"
 )
 
 // addCommands adds the verbs that talk to a cluster.
@@ -29,4 +30,5 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(rollout.NewCmdRollout(f, streams))
 	root.AddCommand(controller.NewCmdController(f, streams))
 	root.AddCommand(install.NewCmdInstall(f, streams))
+	root.AddCommand(uninstall.NewCmdUninstall(f, streams))
 }

@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -35,10 +40,15 @@ import (
 // kubectl-dkc, their images tagged "previous". install upgrades that to
 // this build's manifests and images, and returns once the controller's
 // leader and an agent on each node run them; a second run changes nothing.
+// uninstall refuses while a node holds an assignment; with --reset-nodes
+// it sends the node back to kubeadm's config first and leaves nothing of
+// dkc in the cluster or on the Nodes (dkcLeft); install then creates it
+// all anew.
 func TestInstall(t *testing.T) {
 	c, refs := kubeadmPodsCluster(t)
 	ctx := context.Background()
 	root := filepath.Join("..", "..")
+	var nodes []*framework.KubeadmNode
 	for _, name := range []string{"dkc-install-1", "dkc-install-2"} {
 		began := time.Now()
 		n, err := c.StartKubeadmNodeWith(ctx, name, framework.KubeadmNodeOptions{})
@@ -46,6 +56,7 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("kubeadm node %s joined and Ready in %s", n.Name, time.Since(began).Round(time.Millisecond))
+		nodes = append(nodes, n)
 	}
 	agentRef, controllerRef, probeRef := refs[0], refs[1], refs[2]
 	// make e2e tags the images with the binary's version, install's
@@ -59,9 +70,7 @@ func TestInstall(t *testing.T) {
 	}
 
 	// The earlier install.
-	images := dkcImages(t, root)
-	prevAgent := pushAs(t, root, images.Agent, c.Registry+"/kubectl-dkc-agent:previous")
-	prevController := pushAs(t, root, images.Controller, c.Registry+"/kubectl-dkc-controller:previous")
+	prevAgent, prevController := retag(t, agentRef, "previous"), retag(t, controllerRef, "previous")
 	prevDir, prevCommit := previousDeploy(t, root)
 	t.Logf("the earlier install: deploy/ of commit %s", prevCommit)
 	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: prevDir, Images: []string{prevAgent, prevController, probeRef}, FieldManager: source.FieldManager}); err != nil {
@@ -133,17 +142,174 @@ func TestInstall(t *testing.T) {
 			t.Errorf("resourceVersions after a second install (-before +after):\n%s", diff)
 		}
 	})
+
+	t.Run("uninstall refuses while a node holds an assignment", func(t *testing.T) {
+		local, err := os.ReadFile(nodes[0].Path("/var/lib/kubelet/config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		createConfigMap(t, c, "install-a", framework.ConfigWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
+		mustDKC(t, c, "", "assign", nodes[0].Name, "--config", "install-a", "--wait", "--timeout", "2m")
+		r := dkc(t, c, "", "uninstall")
+		want := "error: uninstall refused: nodes hold an assignment (" + nodes[0].Name + "): add --reset-nodes to send them back to their local config first, a few at a time\n"
+		if r.ExitCode != 1 || r.Stderr != want {
+			t.Errorf("uninstall: exit %d, stderr %q; want exit 1, %q", r.ExitCode, r.Stderr, want)
+		}
+		if r.Stdout != "" {
+			t.Errorf("uninstall printed %q before it refused", r.Stdout)
+		}
+	})
+
+	t.Run("uninstall --reset-nodes: nothing of dkc remains", func(t *testing.T) {
+		r := dkc(t, c, "", "uninstall", "--reset-nodes", "--timeout", "5m")
+		if r.ExitCode != 0 {
+			logPods(t, c, "app.kubernetes.io/part-of=kubectl-dkc")
+			t.Fatalf("uninstall: exit %d", r.ExitCode)
+		}
+		// The node went back to kubeadm's config before its agent left.
+		if got, err := os.ReadFile(nodes[0].Path("/var/lib/kubelet/config.yaml")); err != nil {
+			t.Fatal(err)
+		} else if strings.Contains(string(got), "maxPods: 42") {
+			t.Errorf("%s still runs the assigned config after uninstall:\n%s", nodes[0].Name, got)
+		}
+		if left := dkcLeft(t, c); len(left) > 0 {
+			t.Errorf("what remains of dkc after uninstall:\n%s", strings.Join(left, "\n"))
+		}
+	})
+
+	t.Run("install after uninstall: another version, created anew", func(t *testing.T) {
+		r := dkc(t, c, "", "install", "--image-repository", c.Registry, "--version", "previous", "--timeout", "4m")
+		if r.ExitCode != 0 {
+			logPods(t, c, "app.kubernetes.io/part-of=kubectl-dkc")
+			t.Fatalf("install: exit %d", r.ExitCode)
+		}
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		for _, l := range lines[:len(lines)-1] {
+			if !strings.HasSuffix(l, " "+install.Created) {
+				t.Errorf("install on a cluster without dkc says %q, want %s", l, install.Created)
+			}
+		}
+		waitAgentPods(t, c, time.Second, func(p *corev1.Pod) bool {
+			return agentContainerReady(p) && p.Spec.Containers[0].Image == prevAgent
+		})
+	})
 }
 
-// pushAs pushes the OCI archive as ref, as make push does.
-func pushAs(t *testing.T, root, archive, ref string) string {
+// dkcLeft lists what of dkc the cluster holds, found by name and prefix
+// rather than from install's own list: CRDs of kubectl-dkc.io, cluster
+// roles, bindings and admission policies named kubectl-dkc*, the objects
+// of kube-system and kube-node-lease named dkc-* or kubectl-dkc*, and
+// every kubectl-dkc.io/ annotation or label and KubeletConfigOK condition
+// on a Node.
+func dkcLeft(t *testing.T, c *framework.Cluster) []string {
 	t.Helper()
-	cmd := exec.Command("go", "run", ".", "push", "-image", archive, "-ref", ref)
-	cmd.Dir = filepath.Join(root, "hack", "image")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("push %s as %s: %v: %s", archive, ref, err, out)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ref
+	ours := func(name string) bool {
+		return strings.HasPrefix(name, "dkc-") || strings.HasPrefix(name, "kubectl-dkc")
+	}
+	var left []string
+	for _, r := range []struct {
+		group, version, resource string
+		namespaces               []string
+	}{
+		{"apiextensions.k8s.io", "v1", "customresourcedefinitions", nil},
+		{"rbac.authorization.k8s.io", "v1", "clusterroles", nil},
+		{"rbac.authorization.k8s.io", "v1", "clusterrolebindings", nil},
+		{"admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", nil},
+		{"admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", nil},
+		{"rbac.authorization.k8s.io", "v1", "roles", []string{"kube-system", "kube-node-lease"}},
+		{"rbac.authorization.k8s.io", "v1", "rolebindings", []string{"kube-system", "kube-node-lease"}},
+		{"", "v1", "serviceaccounts", []string{"kube-system"}},
+		{"", "v1", "pods", []string{"kube-system"}},
+		{"", "v1", "podtemplates", []string{"kube-system"}},
+		{"apps", "v1", "deployments", []string{"kube-system"}},
+		{"apps", "v1", "daemonsets", []string{"kube-system"}},
+		{"apps", "v1", "replicasets", []string{"kube-system"}},
+		{"coordination.k8s.io", "v1", "leases", []string{"kube-system"}},
+	} {
+		gvr := schema.GroupVersionResource{Group: r.group, Version: r.version, Resource: r.resource}
+		namespaces := r.namespaces
+		if namespaces == nil {
+			namespaces = []string{""}
+		}
+		for _, ns := range namespaces {
+			list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range list.Items {
+				if ours(o.GetName()) || strings.HasSuffix(o.GetName(), ".kubectl-dkc.io") {
+					left = append(left, r.resource+" "+o.GetNamespace()+"/"+o.GetName())
+				}
+			}
+		}
+	}
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		for k := range n.Annotations {
+			if strings.HasPrefix(k, "kubectl-dkc.io/") {
+				left = append(left, "node "+n.Name+" annotation "+k)
+			}
+		}
+		for k := range n.Labels {
+			if strings.HasPrefix(k, "kubectl-dkc.io/") {
+				left = append(left, "node "+n.Name+" label "+k)
+			}
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == "KubeletConfigOK" {
+				left = append(left, "node "+n.Name+" condition KubeletConfigOK")
+			}
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// retag tags the image ref (REGISTRY/NAME:TAG, on a loopback registry)
+// as tag too, as crane tag does: the registry's API, the same manifest
+// under another tag.
+func retag(t *testing.T, ref, tag string) string {
+	t.Helper()
+	host, rest, _ := strings.Cut(ref, "/")
+	name, from, _ := strings.Cut(rest, ":")
+	url := "http://" + host + "/v2/" + name + "/manifests/"
+	req, err := http.NewRequest(http.MethodGet, url+from, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("get %s: %s %v: %s", ref, resp.Status, err, body)
+	}
+	req, err = http.NewRequest(http.MethodPut, url+tag, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", resp.Header.Get("Content-Type"))
+	put, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(put.Body)
+	put.Body.Close()
+	if put.StatusCode != http.StatusCreated {
+		t.Fatalf("tag %s as %s: %s: %s", ref, tag, put.Status, msg)
+	}
+	return host + "/" + name + ":" + tag
 }
 
 // previousDeploy writes deploy/'s manifests as the parent of the last

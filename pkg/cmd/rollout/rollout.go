@@ -195,7 +195,7 @@ func leader(ctx context.Context, client kubernetes.Interface, namespace string) 
 // errNoController is start's and undo's error without --wait when no
 // controller runs: nothing would drive the rollout.
 func errNoController(namespace string) error {
-	return fmt.Errorf("no controller runs in namespace %s (lease %s has no current holder), so nothing would drive the rollout: pass --wait to drive it from here, or install the controller (kubectl apply --server-side -k deploy/, docs/install.md)",
+	return fmt.Errorf("no controller runs in namespace %s (lease %s has no current holder), so nothing would drive the rollout: pass --wait to drive it from here, or install the controller (kubectl dkc install, docs/install.md)",
 		namespace, controller.LeaseName)
 }
 
