@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -166,22 +167,32 @@ func (a *Applier) DeleteAll(ctx context.Context, objs []*unstructured.Unstructur
 			return err
 		}
 	}
-	var left []string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		left = nil
-		for _, obj := range objs {
+	// What is still there, as the last complete look found it; an object
+	// once gone is not asked about again.
+	left := map[string]*unstructured.Unstructured{}
+	for _, obj := range objs {
+		left[describe(obj)] = obj
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		for name, obj := range left {
 			ri, err := a.resource(obj)
 			if err != nil {
+				delete(left, name) // its kind is no longer served: gone with its CRD
 				continue
 			}
-			if _, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				left = append(left, describe(obj))
+			_, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				delete(left, name)
+			case ctx.Err() != nil:
+				return false, nil
 			}
 		}
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%d objects are not gone after %s: %s: %w", len(left), timeout, list(left), err)
+		names := slices.Sorted(maps.Keys(left))
+		return fmt.Errorf("%d objects are not gone after %s: %s (a foreground deletion waits for kube-controller-manager's garbage collector to delete what they own): %w", len(names), timeout, list(names), err)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func TestBlockersErr(t *testing.T) {
 		resetNodes bool
 		want       string
 	}{
-		"nothing":                             {},
+		"nothing":                            {},
 		"assigned nodes, with --reset-nodes": {b: Blockers{Assigned: []string{"n1"}}, resetNodes: true},
 		"assigned nodes": {
 			b:    Blockers{Assigned: []string{"n1", "n2"}},

@@ -130,17 +130,8 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	if o.DryRun == util.DryRunClient {
 		return nil
 	}
-	cfg, err := f.ToRESTConfig()
-	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
-	}
-	if o.Client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		return err
-	}
-	o.Mapper, err = f.ToRESTMapper()
+	var err error
+	o.Client, o.Dynamic, o.Mapper, err = util.ObjectClients(f)
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/install"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
+	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // DefaultTimeout bounds the reset of the nodes, and then the removal.
@@ -69,7 +71,10 @@ It then deletes what kubectl dkc install creates, with either --agent, and
 waits until it is gone (the agents' and the controller's pods with it), the
 controller's Lease, and every kubectl-dkc.io/ annotation and label and the
 KubeletConfigOK condition from every Node. The ConfigMaps made by kubectl dkc
-push stay, and so does each node's store, /var/lib/kubectl-dkc.`,
+push stay, and so does each node's store, /var/lib/kubectl-dkc.
+
+Exit codes: 0 removed, 1 an error or a refusal, 2 the reset halted on a
+node's error, 3 --timeout passed first.`,
 		Example: `  # Remove dkc from a cluster where no node holds an assignment
   kubectl dkc uninstall
 
@@ -86,17 +91,8 @@ push stay, and so does each node's store, /var/lib/kubectl-dkc.`,
 
 // Complete fills in the clients.
 func (o *Options) Complete(f genericclioptions.RESTClientGetter, _ *cobra.Command, _ []string) error {
-	cfg, err := f.ToRESTConfig()
-	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
-	}
-	if o.Client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
-		return err
-	}
-	o.Mapper, err = f.ToRESTMapper()
+	var err error
+	o.Client, o.Dynamic, o.Mapper, err = util.ObjectClients(f)
 	return err
 }
 
@@ -141,6 +137,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return deleted.PrintObj(obj, o.Out)
 	})
 	if err != nil {
+		if wait.Interrupted(err) && ctx.Err() == nil {
+			return &util.ExitError{Code: dkcstatus.ExitTimeout, Err: err}
+		}
 		return err
 	}
 	if _, err := install.DeleteLease(ctx, o.Client, source.DefaultNamespace); err != nil {

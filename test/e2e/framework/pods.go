@@ -38,7 +38,10 @@ import (
 
 // startPodControllers starts kube-controller-manager and, for Pods,
 // kube-scheduler, with the admin credential, serving nothing. For Pods it
-// waits until the controller manager published kube-root-ca.crt. For
+// waits until the controller manager published kube-root-ca.crt, and runs
+// the garbage collector, as every real cluster does: it deletes the pods
+// of a deleted DaemonSet or Deployment, and finishes a foreground
+// deletion (kubectl dkc uninstall). For
 // Kubeadm the controller manager also runs what kubeadm's control plane
 // runs for joining nodes: the bootstrap signer (it signs cluster-info for
 // token discovery), the token cleaner, the CSR approver and signer (they
@@ -53,7 +56,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 	c.hostCgroups = cgroupParents()
 	var controllers []string
 	if c.opts.Pods {
-		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller")
+		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller", "garbage-collector-controller")
 	}
 	if c.opts.Kubeadm {
 		controllers = append(controllers, "node-lifecycle-controller", "serviceaccount-controller", "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
