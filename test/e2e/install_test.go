@@ -72,7 +72,15 @@ func TestInstall(t *testing.T) {
 	// The earlier install.
 	prevAgent, prevController := retag(t, agentRef, "previous"), retag(t, controllerRef, "previous")
 	prevDir, prevCommit := previousDeploy(t, root)
-	t.Logf("the earlier install: deploy/ of commit %s", prevCommit)
+	if prevDir == "" {
+		// A shallow clone has no earlier deploy/: the earlier install is
+		// today's manifests at the earlier images, still an upgrade of
+		// the DaemonSet and the Deployment.
+		prevDir = filepath.Join(root, "deploy")
+		t.Logf("the earlier install: today's deploy/ at the images tagged previous (%s)", prevCommit)
+	} else {
+		t.Logf("the earlier install: deploy/ of commit %s", prevCommit)
+	}
 	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: prevDir, Images: []string{prevAgent, prevController, probeRef}, FieldManager: source.FieldManager}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,9 +325,12 @@ func retag(t *testing.T, ref, tag string) string {
 
 // previousDeploy writes deploy/'s manifests as the parent of the last
 // commit that changed them had them into a directory, and returns it and
-// that commit. It needs the repository's history.
+// that commit. In a clone without that history it returns "" and why.
 func previousDeploy(t *testing.T, root string) (string, string) {
 	t.Helper()
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "--is-shallow-repository").Output(); err != nil || strings.TrimSpace(string(out)) == "true" {
+		return "", "the clone is shallow or not a git repository: no earlier deploy/"
+	}
 	git := func(args ...string) string {
 		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
 		if err != nil {
