@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,7 +51,7 @@ type Options struct {
 
 // NewUninstallOptions returns Options with the defaults.
 func NewUninstallOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{MaxUnavailable: cmdrollout.DefaultMaxUnavailable, Timeout: DefaultTimeout, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
+	return &Options{MaxUnavailable: strconv.Itoa(rollout.DefaultMaxUnavailable), Timeout: DefaultTimeout, PrintFlags: util.NewPrintFlags(), IOStreams: streams}
 }
 
 // NewCmdUninstall returns the uninstall command.
