@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/agent"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/check"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/controller"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
@@ -27,4 +28,5 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(agent.NewCmdAgent(f, streams))
 	root.AddCommand(rollout.NewCmdRollout(f, streams))
 	root.AddCommand(controller.NewCmdController(f, streams))
+	root.AddCommand(check.NewCmdCheck(f, streams))
 }

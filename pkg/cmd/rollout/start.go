@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -307,6 +308,9 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	}
 	if len(nodes) == 0 {
 		return errors.New("no nodes to roll out to")
+	}
+	if err := flagz.CheckNodes(ctx, o.Client, nodes, payload); err != nil {
+		return fmt.Errorf("start rollout of configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	store := o.Store
 	if err := checkOverlap(ctx, store, nodes); err != nil {

@@ -148,14 +148,24 @@ func (c *Cluster) PushImages(ctx context.Context, root string, archives ...strin
 			return nil, err
 		}
 		ref := c.Registry + "/" + path.Base(name)
-		cmd := exec.CommandContext(ctx, "go", "run", ".", "push", "-image", archive, "-ref", ref)
-		cmd.Dir = filepath.Join(root, "hack", "image")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("push %s to %s: %w: %s", archive, ref, err, strings.TrimSpace(string(out)))
+		if err := c.PushImageAs(ctx, root, archive, ref); err != nil {
+			return nil, err
 		}
 		refs = append(refs, ref)
 	}
 	return refs, nil
+}
+
+// PushImageAs pushes the OCI archive to the cluster's registry as ref
+// (REGISTRY/NAME:TAG), whatever name the archive gives it: the same image
+// under another tag, as an older release would be.
+func (c *Cluster) PushImageAs(ctx context.Context, root, archive, ref string) error {
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "push", "-image", archive, "-ref", ref)
+	cmd.Dir = filepath.Join(root, "hack", "image")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("push %s to %s: %w: %s", archive, ref, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // PauseImage is the CRI sandbox image of the cluster's nodes (containerd's
