@@ -118,7 +118,7 @@ func TestCheck(t *testing.T) {
 
 	t.Run("an agent at another version fails", func(t *testing.T) {
 		old := refs[0][:strings.LastIndex(refs[0], ":")] + ":v0.0.1"
-		if err := c.PushImageAs(ctx, filepath.Join("..", ".."), dkcImages(t, filepath.Join("..", "..")).Agent, old); err != nil {
+		if err := c.TagImage(ctx, refs[0], "v0.0.1"); err != nil {
 			t.Fatal(err)
 		}
 		kubectl(t, c, "", "-n", "kube-system", "set", "image", "daemonset/dkc-agent", "agent="+old)
