@@ -1,10 +1,19 @@
 package flagz
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestParse(t *testing.T) {
@@ -119,5 +128,46 @@ func TestShadowError(t *testing.T) {
 		`remove the flag from the kubelet's command line (kubeadm: KUBELET_EXTRA_ARGS, kubeletExtraArgs), or leave the field out of the config`
 	if diff := cmp.Diff(want, err.Error()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestCheckNodes reads each node's /flagz through the apiserver's node
+// proxy, asking for the structured form, and refuses only where a flag
+// sets a field the config changes; a kubelet without /flagz is left out.
+func TestCheckNodes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.Header.Get("Accept"), "application/json;as=Flagz;v=v1beta1;g=config.k8s.io") {
+			t.Errorf("%s: Accept %q, want the structured Flagz", r.URL.Path, r.Header.Get("Accept"))
+		}
+		switch r.URL.Path {
+		case "/api/v1/nodes/flagged/proxy/flagz":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"42","cgroup-driver":"cgroupfs"}}`)
+		case "/api/v1/nodes/plain/proxy/flagz":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"110"}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "flagged"}}, {ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, {ObjectMeta: metav1.ObjectMeta{Name: "old"}}}
+	err = CheckNodes(context.Background(), client, nodes, []byte("kind: KubeletConfiguration\nmaxPods: 50\n"))
+	var shadow *ShadowError
+	if !errors.As(err, &shadow) {
+		t.Fatalf("err %v, want a ShadowError", err)
+	}
+	if diff := cmp.Diff(map[string][]Shadow{"flagged": {{Field: "maxPods", Flag: "max-pods", Value: "42"}}}, shadow.Nodes); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if err := CheckNodes(context.Background(), client, nodes, []byte("kind: KubeletConfiguration\nmaxPods: 42\n")); err != nil {
+		t.Errorf("the flag's own value: %v, want no refusal", err)
+	}
+	if _, err := Read(context.Background(), client, "old"); !errors.Is(err, ErrNotServed) {
+		t.Errorf("a kubelet without /flagz: %v, want ErrNotServed", err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -279,7 +280,7 @@ func (o *Options) checkController(ctx context.Context) Result {
 	}
 	ready := 0
 	for i := range pods.Items {
-		if podReady(&pods.Items[i]) {
+		if nodehealth.PodReady(&pods.Items[i]) {
 			ready++
 		}
 	}
@@ -323,7 +324,7 @@ func checkAgents(nodes []corev1.Node, pods []corev1.Pod, v string, now time.Time
 			unknown = append(unknown, n.Name)
 		case !ok:
 			missing = append(missing, n.Name)
-		case !podReady(p):
+		case !nodehealth.PodReady(p):
 			notReady = append(notReady, n.Name)
 		default:
 			if got := imageTag(p); got != v {
@@ -331,20 +332,22 @@ func checkAgents(nodes []corev1.Node, pods []corev1.Pod, v string, now time.Time
 			}
 		}
 	}
-	var msgs []string
+	var msgs, hints []string
 	if len(missing) > 0 {
 		msgs = append(msgs, "no agent on "+strings.Join(missing, ", "))
+		hints = append(hints, "run the agent on every node (docs/install.md)")
 	}
 	if len(notReady) > 0 {
 		msgs = append(msgs, "agent not Ready on "+strings.Join(notReady, ", "))
+		hints = append(hints, "kubectl describe pod -A -l "+agentSelector+" says why one is not Ready")
 	}
 	if len(other) > 0 {
 		msgs = append(msgs, "agent at another version than "+v+" on "+strings.Join(other, ", "))
+		hints = append(hints, "run the agent image of the same version as kubectl dkc (docs/install.md, The image)")
 	}
 	switch {
 	case len(msgs) > 0:
-		r.Status, r.Message = Fail, strings.Join(msgs, "; ")
-		r.Hint = "run the agent image of the same version as kubectl dkc on every node (docs/install.md, The image); kubectl describe pod -l " + agentSelector + " says why one is not Ready"
+		r.Status, r.Message, r.Hint = Fail, strings.Join(msgs, "; "), strings.Join(hints, "; ")
 	case len(unknown) > 0:
 		r.Status = Warn
 		r.Message = fmt.Sprintf("agents without a pod (systemd units) report on %s: their version cannot be known from the API", strings.Join(unknown, ", "))
@@ -372,16 +375,6 @@ func orUnknown(s string) string {
 		return "no tag"
 	}
 	return s
-}
-
-// podReady reports whether p's Ready condition is True.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // checkPolicies checks that every policy of deploy/admission-policy.yaml

@@ -126,7 +126,8 @@ func TestCheckAgents(t *testing.T) {
 			pods:  []corev1.Pod{pod("a", "r.example:5000/kubectl-dkc-agent:v0.0.9", true), pod("c", "r/kubectl-dkc-agent:v0.1.0", false)},
 			want: Result{Name: "agents", Status: Fail,
 				Message: "no agent on b; agent not Ready on c; agent at another version than v0.1.0 on a (v0.0.9)",
-				Hint:    "run the agent image of the same version as kubectl dkc on every node (docs/install.md, The image); kubectl describe pod -l app.kubernetes.io/name=dkc-agent says why one is not Ready"},
+				Hint: "run the agent on every node (docs/install.md); kubectl describe pod -A -l app.kubernetes.io/name=dkc-agent says why one is not Ready; " +
+					"run the agent image of the same version as kubectl dkc (docs/install.md, The image)"},
 		},
 		"systemd agents": {
 			nodes: []corev1.Node{node("a", true)},
