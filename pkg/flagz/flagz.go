@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,13 +101,19 @@ func Fetch(ctx context.Context, client rest.Interface, nodeName string) (map[str
 	return Parse(raw)
 }
 
-// Read is Fetch with a clientset. A clientset without a REST client (a
-// fake's) reads nothing: ErrNotServed.
+// ReadTimeout bounds Read: a node whose kubelet is down must not hold up a
+// command for the proxy's own dial timeout.
+const ReadTimeout = 10 * time.Second
+
+// Read is Fetch with a clientset, within ReadTimeout. A clientset without a
+// REST client (a fake's) reads nothing: ErrNotServed.
 func Read(ctx context.Context, client kubernetes.Interface, nodeName string) (map[string]string, error) {
 	rc := client.CoreV1().RESTClient()
 	if rc == nil || reflect.ValueOf(rc).IsNil() {
 		return nil, fmt.Errorf("no REST client to read %s with: %w", Path(nodeName), ErrNotServed)
 	}
+	ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
+	defer cancel()
 	return Fetch(ctx, rc, nodeName)
 }
 
