@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -158,5 +160,62 @@ func TestUnsafeClassRoles(t *testing.T) {
 			t.Errorf("deploy/admission-policy.yaml: want three checks %s with the message %q, got %d and %d",
 				check, msg, strings.Count(string(policy), check), strings.Count(string(policy), msg))
 		}
+	}
+}
+
+// TestPoolNamespacePolicy holds the policy kubectl-dkc-pool-namespace to
+// deploy/controller.yaml: it admits pools only in the namespace the
+// controller's Deployment runs in, and refuses the others with
+// pool.NamespaceDenied's words, which the e2e test looks for.
+func TestPoolNamespacePolicy(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := ""
+	for _, d := range strings.Split(string(raw), "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind == "Deployment" {
+			ns = obj.Metadata.Namespace
+		}
+	}
+	if ns == "" {
+		t.Fatal("deploy/controller.yaml: no Deployment with a namespace")
+	}
+	raw, err = os.ReadFile("../deploy/admission-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, d := range strings.Split(string(raw), "\n---\n") {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		if err := yaml.Unmarshal([]byte(d), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Kind != "ValidatingAdmissionPolicy" || p.Name != "kubectl-dkc-pool-namespace" {
+			continue
+		}
+		found = true
+		if len(p.Spec.Validations) != 1 {
+			t.Fatalf("policy %s: %d validations, want 1", p.Name, len(p.Spec.Validations))
+		}
+		v := p.Spec.Validations[0]
+		if want := "request.namespace == '" + ns + "'"; v.Expression != want {
+			t.Errorf("policy %s: expression %q, want %q (the controller's namespace)", p.Name, v.Expression, want)
+		}
+		if want := pool.NamespaceDenied(ns); !strings.Contains(v.MessageExpression, want) {
+			t.Errorf("policy %s: message %q does not say %q", p.Name, v.MessageExpression, want)
+		}
+	}
+	if !found {
+		t.Error("deploy/admission-policy.yaml: no ValidatingAdmissionPolicy kubectl-dkc-pool-namespace")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/agent"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/check"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/controller"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/install"
@@ -30,5 +31,6 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(rollout.NewCmdRollout(f, streams))
 	root.AddCommand(controller.NewCmdController(f, streams))
 	root.AddCommand(install.NewCmdInstall(f, streams))
+	root.AddCommand(check.NewCmdCheck(f, streams))
 	root.AddCommand(uninstall.NewCmdUninstall(f, streams))
 }

@@ -101,7 +101,7 @@ func Take(node *corev1.Node, pods []*corev1.Pod, now time.Time) Baseline {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		b.Pods = append(b.Pods, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Ready: podReady(p), ProbeWait: probeWait(p)})
+		b.Pods = append(b.Pods, Pod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Ready: PodReady(p), ProbeWait: probeWait(p)})
 	}
 	slices.SortFunc(b.Pods, func(x, y Pod) int { return strings.Compare(x.String(), y.String()) })
 	return b
@@ -125,7 +125,8 @@ func isPressure(t corev1.NodeConditionType) bool {
 	return strings.HasSuffix(string(t), "Pressure")
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether p's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
 	c := readyCondition(p)
 	return c != nil && c.Status == corev1.ConditionTrue
 }
@@ -238,7 +239,7 @@ func Judge(b Baseline, o Observed, s Stage) Verdict {
 		if s != Gate || !bp.Ready || p.DeletionTimestamp != nil {
 			continue
 		}
-		if !podReady(p) {
+		if !PodReady(p) {
 			waiting = append(waiting, fmt.Sprintf("pod %s was Ready before the restart and is not Ready", bp))
 			continue
 		}

@@ -39,6 +39,15 @@ const (
 	GenerationAnnotation = source.Prefix + "pool-generation"
 )
 
+// NamespaceDenied is the end of the refusal of a pool created outside
+// namespace, the controller's: the controller watches the pools of its own
+// namespace only, so the admission policy kubectl-dkc-pool-namespace
+// (deploy/admission-policy.yaml) refuses the others with these words.
+func NamespaceDenied(namespace string) string {
+	return "the dkc controller drives only the NodeConfigPools of its namespace, " + namespace +
+		": create the pool there (metadata.namespace: " + namespace + ")"
+}
+
 // Condition types, as kstatus reads them.
 const (
 	// Ready: every node the pool selects runs its config.

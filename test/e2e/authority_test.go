@@ -224,6 +224,31 @@ func TestAuthority(t *testing.T) {
 		poolReady(t)
 	})
 
+	t.Run("pool outside the controller's namespace is refused", func(t *testing.T) {
+		// The controller drives the pools of its namespace only: a pool
+		// anywhere else would wait for nothing, so admission refuses it and
+		// says where it belongs.
+		elsewhere := strings.Replace(poolManifest("auth-p", nil, false), "name: auth\n  namespace: kube-system\n", "name: auth-elsewhere\n  namespace: default\n", 1)
+		if !strings.Contains(elsewhere, "namespace: default") {
+			t.Fatalf("the pool manifest's metadata changed:\n%s", elsewhere)
+		}
+		_, err := kubectlRun(c, elsewhere, "--as", authPoolOwner, "apply", "--server-side", "-f", "-")
+		forbidden(t, "a pool in namespace default", apiError(err), pool.NamespaceDenied(source.DefaultNamespace))
+		if _, err := kubectlRun(c, "", "get", "-n", "default", "ncp/auth-elsewhere"); err == nil {
+			t.Error("ncp/auth-elsewhere exists in namespace default: it was admitted")
+		}
+		// The same pool in the controller's namespace is admitted.
+		here := strings.Replace(poolManifest("auth-p", nil, false), "name: auth\n", "name: auth-here\n", 1)
+		if _, err := kubectlRun(c, here, "--as", authPoolOwner, "apply", "--server-side", "--dry-run=server", "-f", "-"); err != nil {
+			t.Errorf("a pool in namespace %s: %v, want it admitted", source.DefaultNamespace, err)
+		}
+		// A rollout in a namespace where no controller leads is the CLI's
+		// to drive (--wait), and without --wait it is refused, naming the
+		// namespace.
+		refusedCLI(t, dkc(t, c, "", "rollout", "start", n.Name, "--config", "auth-p", "-n", "default", "--name", "auth-elsewhere"),
+			"no controller runs in namespace default")
+	})
+
 	t.Run("configmap writer reaches no node", func(t *testing.T) {
 		// The pool of the pool author's subtest, made by the admin when it
 		// did not run.

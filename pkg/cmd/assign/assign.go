@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient/adapt"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
@@ -241,6 +242,9 @@ func (o *Options) Run(ctx context.Context) error {
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err
+	}
+	if err := flagz.CheckNodes(ctx, o.Client, nodes, payload); err != nil {
+		return fmt.Errorf("assign configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	src := o.Source()
 	pin := source.NewPin(src, payload, allow)

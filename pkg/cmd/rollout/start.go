@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/table"
@@ -297,6 +298,9 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err
+	}
+	if err := flagz.CheckNodes(ctx, o.Client, nodes, payload); err != nil {
+		return fmt.Errorf("start rollout of configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	store := o.Store
 	others, err := store.List(ctx)

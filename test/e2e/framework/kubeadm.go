@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"os"
 	"os/exec"
@@ -247,6 +248,9 @@ type KubeadmNodeOptions struct {
 	// the directory made on the node, and the flag given through the
 	// JoinConfiguration's nodeRegistration.kubeletExtraArgs.
 	KubeletConfigDir string
+	// KubeletExtraArgs are more kubelet flags, by name without the
+	// dashes, given as KubeletConfigDir is.
+	KubeletExtraArgs map[string]string
 }
 
 // StartKubeadmNode boots a node named name under its own systemd, has
@@ -482,11 +486,21 @@ discovery:
 nodeRegistration:
   ignorePreflightErrors: [%s]
 `, strings.TrimPrefix(c.APIServerURL, "https://"), c.kubeadmToken(), "sha256:"+hex.EncodeToString(hash[:]), strings.Join(ignore, ", "))
+	args := maps.Clone(n.opts.KubeletExtraArgs)
 	if dir := n.opts.KubeletConfigDir; dir != "" {
 		if err := os.MkdirAll(n.Path(dir), 0o755); err != nil {
 			return err
 		}
-		config += fmt.Sprintf("  kubeletExtraArgs:\n  - name: config-dir\n    value: %q\n", dir)
+		if args == nil {
+			args = map[string]string{}
+		}
+		args["config-dir"] = dir
+	}
+	if len(args) > 0 {
+		config += "  kubeletExtraArgs:\n"
+		for _, name := range slices.Sorted(maps.Keys(args)) {
+			config += fmt.Sprintf("  - name: %s\n    value: %q\n", name, args[name])
+		}
 	}
 	configPath := filepath.Join(n.Dir, "kubeadm-join.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {

@@ -1,9 +1,11 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -171,3 +173,45 @@ func (c *Cluster) PauseImage() string {
 
 // pauseImageName is the name and tag hack/image gives the pause image.
 const pauseImageName = "kubectl-dkc-pause:v1"
+
+// TagImage gives the image ref (REGISTRY/NAME:TAG) in the cluster's
+// registry a second tag, as `crane tag` does: the distribution API's GET
+// of its manifest, and a PUT of the same bytes under tag. The image is the
+// same; only its name says another version, as an older release's would.
+func (c *Cluster) TagImage(ctx context.Context, ref, tag string) error {
+	repo, from, ok := strings.Cut(strings.TrimPrefix(ref, c.Registry+"/"), ":")
+	if !ok || !strings.HasPrefix(ref, c.Registry+"/") {
+		return fmt.Errorf("tag image %s: not REGISTRY/NAME:TAG of registry %s", ref, c.Registry)
+	}
+	url := "http://" + c.Registry + "/v2/" + repo + "/manifests/"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+from, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "+
+		"application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("tag image %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	manifest, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("tag image %s: get its manifest: %s %v", ref, resp.Status, err)
+	}
+	put, err := http.NewRequestWithContext(ctx, http.MethodPut, url+tag, bytes.NewReader(manifest))
+	if err != nil {
+		return err
+	}
+	put.Header.Set("Content-Type", resp.Header.Get("Content-Type"))
+	presp, err := http.DefaultClient.Do(put)
+	if err != nil {
+		return fmt.Errorf("tag image %s as %s: %w", ref, tag, err)
+	}
+	defer presp.Body.Close()
+	if presp.StatusCode != http.StatusCreated {
+		body, _ := io.ReadAll(presp.Body)
+		return fmt.Errorf("tag image %s as %s: %s: %s", ref, tag, presp.Status, body)
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package flagz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func TestParse(t *testing.T) {
+	tests := map[string]struct {
+		raw     string
+		want    map[string]string
+		wantErr error
+	}{
+		"v1beta1": {
+			raw:  `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","metadata":{"name":"kubelet"},"flags":{"max-pods":"50","config":"/var/lib/kubelet/config.yaml"}}`,
+			want: map[string]string{"max-pods": "50", "config": "/var/lib/kubelet/config.yaml"},
+		},
+		"the text form": {
+			raw:     "\nkubelet flagz\nWarning: This endpoint is not meant to be machine parseable\n\nmax-pods=50\n",
+			wantErr: ErrNotServed,
+		},
+		"another kind": {raw: `{"kind":"Status"}`, wantErr: ErrNotServed},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Parse([]byte(tc.raw))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestConflicts(t *testing.T) {
+	// Every flag as /flagz lists it: with its default unless given.
+	flags := map[string]string{}
+	for _, f := range Fields {
+		flags[f.Flag] = f.Default
+	}
+	given := func(kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range flags {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	tests := map[string]struct {
+		flags    map[string]string
+		payload  string
+		shadowed []Shadow
+		want     []Shadow
+	}{
+		"no flag given": {
+			flags:   flags,
+			payload: "kind: KubeletConfiguration\nmaxPods: 42\n",
+		},
+		"a flag given, the config changes its field": {
+			flags:    given("max-pods", "50", "config", "/x"),
+			payload:  "kind: KubeletConfiguration\nmaxPods: 42\nserializeImagePulls: false\n",
+			shadowed: []Shadow{{Field: "maxPods", Flag: "max-pods", Value: "50"}},
+			want:     []Shadow{{Field: "maxPods", Flag: "max-pods", Value: "50"}},
+		},
+		"a flag given, the config has its value (a snapshot)": {
+			flags:    given("max-pods", "50"),
+			payload:  `{"kind":"KubeletConfiguration","maxPods":50}`,
+			shadowed: []Shadow{{Field: "maxPods", Flag: "max-pods", Value: "50"}},
+		},
+		"a flag given, the config leaves the field out (a drop-in)": {
+			flags:    given("cgroup-driver", "systemd"),
+			payload:  "kind: KubeletConfiguration\nmaxPods: 42\n",
+			shadowed: []Shadow{{Field: "cgroupDriver", Flag: "cgroup-driver", Value: "systemd"}},
+		},
+		"strings and booleans": {
+			flags:   given("cgroup-driver", "systemd", "fail-swap-on", "false"),
+			payload: "cgroupDriver: cgroupfs\nfailSwapOn: true\n",
+			shadowed: []Shadow{
+				{Field: "cgroupDriver", Flag: "cgroup-driver", Value: "systemd"},
+				{Field: "failSwapOn", Flag: "fail-swap-on", Value: "false"},
+			},
+			want: []Shadow{
+				{Field: "cgroupDriver", Flag: "cgroup-driver", Value: "systemd"},
+				{Field: "failSwapOn", Flag: "fail-swap-on", Value: "false"},
+			},
+		},
+		"a payload that does not decode": {
+			flags:    given("max-pods", "50"),
+			payload:  "maxPods: [",
+			shadowed: []Shadow{{Field: "maxPods", Flag: "max-pods", Value: "50"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			shadowed := Shadowed(tc.flags)
+			if diff := cmp.Diff(tc.shadowed, shadowed); diff != "" {
+				t.Errorf("Shadowed (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, Conflicts([]byte(tc.payload), shadowed)); diff != "" {
+				t.Errorf("Conflicts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestShadowError(t *testing.T) {
+	err := &ShadowError{Nodes: map[string][]Shadow{
+		"b": {{Field: "maxPods", Flag: "max-pods", Value: "50"}},
+		"a": {{Field: "maxPods", Flag: "max-pods", Value: "60"}, {Field: "cgroupDriver", Flag: "cgroup-driver", Value: "systemd"}},
+	}}
+	want := `the config changes fields that a kubelet flag sets, and a flag always wins over a config: ` +
+		`node "a": maxPods (set by --max-pods=60), cgroupDriver (set by --cgroup-driver=systemd); node "b": maxPods (set by --max-pods=50): ` +
+		`remove the flag from the kubelet's command line (kubeadm: KUBELET_EXTRA_ARGS, kubeletExtraArgs), or leave the field out of the config`
+	if diff := cmp.Diff(want, err.Error()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestCheckNodes reads each node's /flagz through the apiserver's node
+// proxy, asking for the structured form, and refuses only where a flag
+// sets a field the config changes; a kubelet without /flagz is left out.
+func TestCheckNodes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.Header.Get("Accept"), "application/json;as=Flagz;v=v1beta1;g=config.k8s.io") {
+			t.Errorf("%s: Accept %q, want the structured Flagz", r.URL.Path, r.Header.Get("Accept"))
+		}
+		switch r.URL.Path {
+		case "/api/v1/nodes/flagged/proxy/flagz":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"42","cgroup-driver":"cgroupfs"}}`)
+		case "/api/v1/nodes/plain/proxy/flagz":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"110"}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "flagged"}}, {ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, {ObjectMeta: metav1.ObjectMeta{Name: "old"}}}
+	err = CheckNodes(context.Background(), client, nodes, []byte("kind: KubeletConfiguration\nmaxPods: 50\n"))
+	var shadow *ShadowError
+	if !errors.As(err, &shadow) {
+		t.Fatalf("err %v, want a ShadowError", err)
+	}
+	if diff := cmp.Diff(map[string][]Shadow{"flagged": {{Field: "maxPods", Flag: "max-pods", Value: "42"}}}, shadow.Nodes); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if err := CheckNodes(context.Background(), client, nodes, []byte("kind: KubeletConfiguration\nmaxPods: 42\n")); err != nil {
+		t.Errorf("the flag's own value: %v, want no refusal", err)
+	}
+	if _, err := Read(context.Background(), client, "old"); !errors.Is(err, ErrNotServed) {
+		t.Errorf("a kubelet without /flagz: %v, want ErrNotServed", err)
+	}
+}
