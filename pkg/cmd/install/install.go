@@ -174,31 +174,35 @@ func (o *Options) render() install.Options {
 	return install.Options{ImageRepository: o.ImageRepository, Version: o.Version, Agent: o.Agent}
 }
 
+// reporter returns what prints each object as it is applied, with what
+// was done to it. The default output and -o name name the outcome: a
+// printer of cli-runtime's PrintFlags reads the flags' operation when it
+// prints, so each object gets a printer made for its own outcome. The other
+// formats keep one printer, so that -o yaml separates the objects with ---.
+func (o *Options) reporter() func(obj *unstructured.Unstructured, outcome string) error {
+	var kept printers.ResourcePrinter
+	return func(obj *unstructured.Unstructured, outcome string) error {
+		if f := *o.PrintFlags.OutputFormat; f != "" && f != "name" && kept != nil {
+			return kept.PrintObj(obj, o.Out)
+		}
+		p, err := util.ToPrinter(o.PrintFlags, o.DryRun, outcome)
+		if err != nil {
+			return err
+		}
+		if f := *o.PrintFlags.OutputFormat; f != "" && f != "name" {
+			kept = p
+		}
+		return p.PrintObj(obj, o.Out)
+	}
+}
+
 // Run applies the rendering and waits for the controller and the agents.
 func (o *Options) Run(ctx context.Context) error {
 	objs, err := install.Render(o.render())
 	if err != nil {
 		return err
 	}
-	// A printer per outcome for the default output and -o name, which
-	// name it; one for the others, kept, so that -o yaml separates the
-	// objects it prints with ---.
-	byOutcome := map[string]printers.ResourcePrinter{}
-	report := func(obj *unstructured.Unstructured, outcome string) error {
-		key := outcome
-		if f := *o.PrintFlags.OutputFormat; f != "" && f != "name" {
-			key = ""
-		}
-		p, ok := byOutcome[key]
-		if !ok {
-			var err error
-			if p, err = util.ToPrinter(o.PrintFlags, o.DryRun, outcome); err != nil {
-				return err
-			}
-			byOutcome[key] = p
-		}
-		return p.PrintObj(obj, o.Out)
-	}
+	report := o.reporter()
 	if o.DryRun == util.DryRunClient {
 		for _, obj := range objs {
 			if err := report(obj, install.Applied); err != nil {

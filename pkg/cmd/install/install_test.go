@@ -3,11 +3,13 @@ package install
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
@@ -124,5 +126,27 @@ func TestDryRunClient(t *testing.T) {
 				t.Errorf("lines without the dry run's operation:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// TestReportNamesEachOutcome: each object's line names what was done to
+// it, whatever was done to the objects before it.
+func TestReportNamesEachOutcome(t *testing.T) {
+	streams, _, out, _ := genericiooptions.NewTestIOStreams()
+	o := NewInstallOptions(streams)
+	report := o.reporter()
+	outcomes := []string{install.Unchanged, install.Created, install.Configured, install.Unchanged}
+	for i, outcome := range outcomes {
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("ServiceAccount")
+		obj.SetName(fmt.Sprintf("sa-%d", i))
+		if err := report(obj, outcome); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "serviceaccount/sa-0 unchanged\nserviceaccount/sa-1 created\nserviceaccount/sa-2 configured\nserviceaccount/sa-3 unchanged\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("install's lines (-want +got):\n%s", diff)
 	}
 }
