@@ -560,3 +560,63 @@ func TestClassifyByValue(t *testing.T) {
 		})
 	}
 }
+
+// What assign and rollout start --dry-run say for one node: a snapshot of
+// the node itself needs no opt-in, a changed path needs exactly its class,
+// and the text says whether the given --allow-unsafe is enough.
+func TestOptInReport(t *testing.T) {
+	live := &config{StaticPodPath: "/etc/kubernetes/manifests", ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+		ClusterDNS: []string{"10.96.0.10"}, MaxPods: 110, Authorization: kubeletconfigv1beta1.KubeletAuthorization{Mode: "Webhook"}}
+	moved := live.DeepCopy()
+	moved.StaticPodPath = "/srv/pods"
+	moved.MaxPods = 50
+	tests := map[string]struct {
+		cfg         *config
+		allowed     []SafetyClass
+		wantText    string
+		wantRefused bool
+	}{
+		"the node's own config": {
+			cfg:      live,
+			wantText: "needs no --allow-unsafe: the config changes no field of a class that needs one",
+		},
+		"a moved static pod path, nothing allowed": {
+			cfg:         moved,
+			wantText:    `needs --allow-unsafe=host-access, or its agent refuses the config (no --allow-unsafe given): it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
+			wantRefused: true,
+		},
+		"a moved static pod path, another class allowed": {
+			cfg:         moved,
+			allowed:     []SafetyClass{Redirect},
+			wantText:    `needs --allow-unsafe=host-access, or its agent refuses the config (given --allow-unsafe=redirect): it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
+			wantRefused: true,
+		},
+		"a moved static pod path, allowed": {
+			cfg:      moved,
+			allowed:  []SafetyClass{HostAccess, Redirect},
+			wantText: `needs --allow-unsafe=host-access: it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			text, refused := OptInReport(NeedsOptIn(live, tc.cfg), tc.allowed)
+			if diff := cmp.Diff(tc.wantText, text); diff != "" {
+				t.Errorf("text (-want +got):\n%s", diff)
+			}
+			if refused != tc.wantRefused {
+				t.Errorf("refused = %v, want %v", refused, tc.wantRefused)
+			}
+		})
+	}
+}
+
+func TestUnusedClasses(t *testing.T) {
+	changes := []Change{{Class: HostAccess, Field: "staticPodPath"}, {Class: HostAccess, Field: "volumePluginDir"}}
+	got := UnusedClasses([]SafetyClass{HostAccess, Security, Redirect}, changes)
+	if diff := cmp.Diff([]SafetyClass{Security, Redirect}, got); diff != "" {
+		t.Errorf("UnusedClasses (-want +got):\n%s", diff)
+	}
+	if got := UnusedClasses(nil, changes); got != nil {
+		t.Errorf("UnusedClasses(nil) = %v, want nil", got)
+	}
+}

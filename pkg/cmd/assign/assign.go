@@ -244,6 +244,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	src := o.Source()
 	pin := source.NewPin(src, payload, allow)
+	if o.DryRun != util.DryRunNone {
+		util.ReportOptIns(ctx, o.Client, nodes, payload, allow, o.ErrOut)
+	}
 	o.warnRestarts(nodes, src)
 	now := time.Now()
 	var errs []error

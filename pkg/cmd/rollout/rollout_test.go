@@ -307,36 +307,3 @@ func TestUndoCanaryHelp(t *testing.T) {
 	}
 }
 
-// rollout start names, before anything reaches a node, the fields its
-// config sets in a class the agents refuse unless the rollout allows it,
-// leaving out the classes --allow-unsafe names.
-func TestWarnNeedsOptIn(t *testing.T) {
-	payload := []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 50\n" +
-		"staticPodPath: /etc/kubernetes/manifests\nclusterDNS: [10.96.0.10]\n")
-	tests := map[string]struct {
-		allow []string
-		want  string
-	}{
-		"nothing allowed": {
-			want: "Warning: configmap kube-system/a sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: " +
-				"host-access (staticPodPath), redirect (clusterDNS). A node whose kubelet runs the same values applies them; elsewhere, start the rollout with --allow-unsafe=host-access,redirect (docs/security.md)\n",
-		},
-		"one class allowed": {
-			allow: []string{"redirect"},
-			want: "Warning: configmap kube-system/a sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: " +
-				"host-access (staticPodPath). A node whose kubelet runs the same values applies them; elsewhere, start the rollout with --allow-unsafe=host-access (docs/security.md)\n",
-		},
-		"every class allowed": {allow: []string{"host-access", "redirect"}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			streams, _, _, errOut := genericiooptions.NewTestIOStreams()
-			o := NewStartOptions(streams)
-			o.Config = "a"
-			o.warnNeedsOptIn(payload, tc.allow)
-			if diff := cmp.Diff(tc.want, errOut.String()); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-}

@@ -299,7 +299,6 @@ func (o *StartOptions) Run(ctx context.Context) error {
 			return err
 		}
 		pin = source.NewPin(target, payload, allow)
-		o.warnNeedsOptIn(payload, allow)
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
@@ -307,6 +306,9 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	}
 	if len(nodes) == 0 {
 		return errors.New("no nodes to roll out to")
+	}
+	if target != nil && o.DryRun != util.DryRunNone {
+		util.ReportOptIns(ctx, o.Client, nodes, payload, allow, o.ErrOut)
 	}
 	store := o.Store
 	if err := checkOverlap(ctx, store, nodes); err != nil {
@@ -368,25 +370,6 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	return follow(ctx, o.Client, store, lead, created.Name, o.Timeout, o.IOStreams)
-}
-
-// warnNeedsOptIn warns, before anything reaches a node, about the fields
-// payload sets in a class that the agents refuse to change unless the
-// rollout allows it (push's warning, for the classes --allow-unsafe does not
-// name). A payload that does not decode is left to the agents to refuse.
-func (o *StartOptions) warnNeedsOptIn(payload []byte, allow []string) {
-	cfg, _, err := kubeletconfig.Decode(payload, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
-	if err != nil {
-		return
-	}
-	allowed := make([]kubeletconfig.SafetyClass, len(allow))
-	for i, c := range allow {
-		allowed[i] = kubeletconfig.SafetyClass(c)
-	}
-	if changes := kubeletconfig.NeedsOptIn(cfg, allowed); len(changes) > 0 {
-		fmt.Fprintf(o.ErrOut, "Warning: configmap %s/%s %s; elsewhere, start the rollout with %s (docs/security.md)\n",
-			o.Namespace, o.Config, kubeletconfig.FormatNeedsOptIn(changes), kubeletconfig.AllowFlag(changes))
-	}
 }
 
 // name is --name, or the config's name (or to-local) with a random suffix.
