@@ -306,4 +306,3 @@ func TestUndoCanaryHelp(t *testing.T) {
 		t.Errorf("--canary 0 reads %q", got)
 	}
 }
-
