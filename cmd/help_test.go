@@ -196,3 +196,25 @@ func TestInvalidOutput(t *testing.T) {
 		}
 	}
 }
+
+// maxHelpLines is a screen: every command's --help fits on one. Depth
+// lives in docs/, which the help points at.
+const maxHelpLines = 40
+
+// TestHelpFitsOnAScreen: no command's --help is longer than a screen.
+func TestHelpFitsOnAScreen(t *testing.T) {
+	walk(cmd.NewCmdDKC(genericiooptions.NewTestIOStreamsDiscard()), func(c *cobra.Command) {
+		path := strings.Fields(c.CommandPath())[2:]
+		var out bytes.Buffer
+		root := cmd.NewCmdDKC(genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append(path, "--help"))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%s --help: %v", c.CommandPath(), err)
+		}
+		if n := strings.Count(out.String(), "\n"); n > maxHelpLines {
+			t.Errorf("%s --help has %d lines, more than a screen (%d): move the depth to docs/", c.CommandPath(), n, maxHelpLines)
+		}
+	})
+}

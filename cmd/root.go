@@ -59,7 +59,39 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
 	addCommands(cmd, configFlags, streams)
 	usage.SetGlobalOptions(cmd)
 	usage.Set(cmd)
+	setCompletionHelp(cmd)
 	return cmd
+}
+
+// PluginCompletionSetup are the commands that put kubectl_complete-dkc on
+// the PATH of a krew install, where kubectl (1.26+) looks for it to
+// complete "kubectl dkc". krew links only a plugin's one bin
+// (kubectl-dkc) into its bin directory; it unpacks the helper in the
+// archive beside it, off the PATH (kubernetes-sigs/krew#812).
+const PluginCompletionSetup = `  printf '#!/usr/bin/env sh\nexec kubectl-dkc __complete "$@"\n' >"${KREW_ROOT:-$HOME/.krew}/bin/kubectl_complete-dkc"
+  chmod +x "${KREW_ROOT:-$HOME/.krew}/bin/kubectl_complete-dkc"`
+
+// setCompletionHelp says in completion --help how "kubectl dkc <TAB>"
+// completes, and what a krew install needs for it.
+func setCompletionHelp(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Long = `Generate the completion script of kubectl-dkc for a shell.
+
+"kubectl dkc <TAB>" is completed by kubectl (1.26 and later), once its own
+completion is loaded (source <(kubectl completion bash)): it runs the
+executable kubectl_complete-dkc from your PATH, which asks kubectl-dkc.
+make install and the release archive put it next to kubectl-dkc. After
+"kubectl krew install", which links only kubectl-dkc onto your PATH, run
+once:
+
+` + PluginCompletionSetup + `
+
+To complete the binary itself, "kubectl-dkc <TAB>", load the script of your
+shell: see "kubectl dkc completion SHELL --help".`
+	}
 }
 
 // Execute runs the root command and returns the process exit code. Errors
