@@ -30,19 +30,14 @@ func NewCmdDKC(streams genericiooptions.IOStreams) *cobra.Command {
 		// completion scripts complete; the help reads "kubectl dkc".
 		Use:   "kubectl-dkc",
 		Short: "Dynamic Kubelet Configuration, out of tree",
-		Long: `kubectl dkc reconfigures live kubelets through the Kubernetes API.
-
-Put a KubeletConfiguration in a ConfigMap, point nodes at it, and the dkc agent
-on each node checkpoints it, restarts the kubelet on it, checks its health,
-falls back to the last-known-good config if it is bad, and reports status.
-It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.`,
+		Long: `kubectl dkc reconfigures live kubelets through the Kubernetes API: put a
+KubeletConfiguration in a ConfigMap, point nodes at it, and the dkc agent on
+each node applies it, checks its health and falls back if it is bad. It
+replaces Dynamic Kubelet Configuration. Guide: docs/user-guide.md.`,
 		Example: `  # The whole workflow
   kubectl dkc snapshot node-1 > kubelet.json
-  $EDITOR kubelet.json
   kubectl dkc push kubelet.json --name my-node-config
-  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait
-  kubectl dkc status
-  kubectl dkc reset node-1`,
+  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait`,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl dkc",
 		},

@@ -75,39 +75,19 @@ func NewCmdPush(f genericclioptions.RESTClientGetter, streams genericiooptions.I
 		Short: "Check a KubeletConfiguration and store it in a ConfigMap",
 		Long: `Check a KubeletConfiguration and store it in a ConfigMap, ready to assign.
 
-push reads FILE (or stdin for -) as JSON or YAML and refuses it unless it is
-one KubeletConfiguration (kind and apiVersion set) without unknown or
-duplicate fields and without clearly invalid values. A file of several YAML
-documents is refused (empty ones, such as a leading ---, do not count): a
-ConfigMap holds one config. The kubelet remains the final judge.
-
-The ConfigMap holds the file's bytes unchanged under --key (default kubelet),
-in the namespace given by -n (default kube-system), labelled
-` + source.ConfigLabel + `=true. With --append-hash (the default) its name is
-NAME-HASH, the same name that
-"kubectl create configmap NAME --from-file=kubelet=FILE --append-hash" gives,
-so that each content has its own name and an assigned config never changes
-under a node. Pushing the same content again reports "unchanged". push
-prints the sha256 of the config's bytes with the name (also with -o wide):
-a reviewer's digest, which assign --digest, rollout start --digest and a
-pool's spec.digest take, so that only those bytes reach a node.
-
-push warns on stderr only about what holds on any node: weak security
-settings (anonymous authentication, AlwaysAllow, a read-only port,
-protectKernelDefaults false) and values no agent applies on any node. What
-the config would change on a node, and the --allow-unsafe that needs, depends
-on what the node runs: kubectl dkc assign --dry-run=server shows it.`,
+push refuses a file that is not one strict KubeletConfiguration, and stores
+its bytes unchanged under --key, labelled ` + source.ConfigLabel + `=true. With
+--append-hash (the default) the name is NAME-HASH, as kubectl create configmap
+--append-hash names it. It prints the sha256 of the bytes, which assign
+--digest takes. It warns only about what holds on any node: weak security
+settings, and values no node can run. What the config would change on a node,
+and the --allow-unsafe that needs: kubectl dkc assign --dry-run=server.
+Details: docs/user-guide.md, "3. Put it in a ConfigMap".`,
 		Example: `  # Push an edited snapshot; prints configmap/my-node-config-<hash> created, digest sha256:<hex>
   kubectl dkc push kubelet.json --name my-node-config
 
-  # The name, key and digest as a table
-  kubectl dkc push kubelet.json --name my-node-config -o wide
-
   # From stdin, straight from a snapshot
   kubectl dkc snapshot node-1 | kubectl dkc push - --name node-1-config
-
-  # Show the ConfigMap without creating it (needs no cluster)
-  kubectl dkc push kubelet.yaml --name my-node-config --dry-run=client -o yaml
 
   # Print only the name, for scripts
   CM=$(kubectl dkc push kubelet.yaml --name my-node-config -o name)`,
