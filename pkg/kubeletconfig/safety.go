@@ -210,13 +210,34 @@ func FormatChanges(changes []Change) string {
 	return JoinBounded(parts, ", ")
 }
 
-// NeedsOptIn lists the changes from live, the config a node's kubelet
-// runs (its /configz), to cfg in a class that the node's agent refuses
-// unless the assignment allows it: what assign and rollout start
-// --dry-run show for each node. A snapshot of the node needs none: it sets
-// the node's own paths and endpoints to what the node already runs.
-func NeedsOptIn(live, cfg *kubeletconfigv1beta1.KubeletConfiguration) []Change {
-	return Refused(Classify(live, cfg), nil)
+// NeedsOptIn lists the changes that the config document payload makes to
+// live, the config a node's kubelet runs (its /configz), in a class that
+// the node's agent refuses unless the assignment allows it: what assign and
+// rollout start --dry-run show for each node. payload is laid over live as
+// the kubelet lays a drop-in over its config (MergePatch): a field payload
+// leaves out keeps what the node runs, as the kubelet computes it again (a
+// serving certificate under its cert dir) or takes it from a flag or a
+// drop-in. (An agent in replace mode also counts a field that the node's
+// config file sets and payload leaves out, and refuses it naming the flag.)
+// A snapshot of the node needs none: it sets the node's own values.
+func NeedsOptIn(live *kubeletconfigv1beta1.KubeletConfiguration, payload []byte) ([]Change, error) {
+	patch, _, err := DecodePartial(payload, DecodeOptions{AllowUnknownFields: true})
+	if err != nil {
+		return nil, err
+	}
+	base, err := json.Marshal(live)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	merged, err := MergePatch(base, patch)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := Decode(merged, DecodeOptions{AllowUnknownFields: true})
+	if err != nil {
+		return nil, err
+	}
+	return Refused(Classify(live, cfg), nil), nil
 }
 
 // OptInReport is the one text, for one node, of what NeedsOptIn found and

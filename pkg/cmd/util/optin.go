@@ -19,12 +19,12 @@ import (
 // --allow-unsafe that the change needs (kubeletconfig.OptInReport): what
 // assign and rollout start print with --dry-run. A node whose agent would
 // refuse the config as allow stands, or whose config cannot be read, is a
-// warning; so is a class of allow that the config changes on no node. The
-// config is judged whole, as an agent in replace mode judges it. A payload
-// that does not decode is left to the agents to refuse.
+// warning; so is a class of allow that the config changes on no node. A
+// field the config leaves out keeps what the node runs
+// (kubeletconfig.NeedsOptIn). A payload that does not decode is left to the
+// agents to refuse.
 func ReportOptIns(ctx context.Context, client kubernetes.Interface, nodes []corev1.Node, payload []byte, allow []string, w io.Writer) {
-	cfg, _, err := kubeletconfig.Decode(payload, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
-	if err != nil {
+	if _, _, err := kubeletconfig.Decode(payload, kubeletconfig.DecodeOptions{AllowUnknownFields: true}); err != nil {
 		return
 	}
 	allowed := make([]kubeletconfig.SafetyClass, len(allow))
@@ -41,7 +41,12 @@ func ReportOptIns(ctx context.Context, client kubernetes.Interface, nodes []core
 			fmt.Fprintf(w, "Warning: node/%s: what the config changes there is not known: %v\n", name, err)
 			continue
 		}
-		changes := kubeletconfig.NeedsOptIn(live, cfg)
+		changes, err := kubeletconfig.NeedsOptIn(live, payload)
+		if err != nil {
+			known = false
+			fmt.Fprintf(w, "Warning: node/%s: what the config changes there is not known: %v\n", name, err)
+			continue
+		}
 		all = append(all, changes...)
 		text, refused := kubeletconfig.OptInReport(changes, allowed)
 		if refused {
