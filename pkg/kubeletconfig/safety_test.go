@@ -568,7 +568,7 @@ func TestClassifyByValue(t *testing.T) {
 func TestOptInReport(t *testing.T) {
 	live := &config{StaticPodPath: "/etc/kubernetes/manifests", ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
 		ClusterDNS: []string{"10.96.0.10"}, MaxPods: 110, TLSCertFile: "/var/lib/kubelet/pki/kubelet.crt",
-		Authorization: kubeletconfigv1beta1.KubeletAuthorization{Mode: "Webhook"},
+		Authorization:  kubeletconfigv1beta1.KubeletAuthorization{Mode: "Webhook"},
 		Authentication: kubeletconfigv1beta1.KubeletAuthentication{X509: kubeletconfigv1beta1.KubeletX509Authentication{ClientCAFile: "/etc/kubernetes/pki/ca.crt"}}}
 	const head = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"
 	snapshot, err := yaml.Marshal(live)
