@@ -9,11 +9,13 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/assign"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/controller"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/diff"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/install"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/push"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/reset"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/snapshot"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/status"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/uninstall"
 )
 
 // addCommands adds the verbs that talk to a cluster.
@@ -27,4 +29,6 @@ func addCommands(root *cobra.Command, f *genericclioptions.ConfigFlags, streams 
 	root.AddCommand(agent.NewCmdAgent(f, streams))
 	root.AddCommand(rollout.NewCmdRollout(f, streams))
 	root.AddCommand(controller.NewCmdController(f, streams))
+	root.AddCommand(install.NewCmdInstall(f, streams))
+	root.AddCommand(uninstall.NewCmdUninstall(f, streams))
 }

@@ -87,21 +87,37 @@ func (p *pools) reconcile(ctx context.Context, name string) error {
 	for _, o := range p.nodes.List() {
 		in.Nodes = append(in.Nodes, o.(*corev1.Node))
 	}
+	var all []*rollout.Rollout
 	for _, o := range p.rollouts.List() {
-		r, err := rollout.Decode(o.(*unstructured.Unstructured))
-		if err != nil {
-			continue
-		}
-		if r.Labels[pool.Label] == name {
-			in.Rollouts = append(in.Rollouts, r)
-		} else {
-			in.Foreign = append(in.Foreign, r)
+		if r, err := rollout.Decode(o.(*unstructured.Unstructured)); err == nil {
+			all = append(all, r)
 		}
 	}
+	in.Rollouts, in.Foreign = pool.Split(name, all)
 	in.Payload, in.PayloadErr = p.payload(ctx, cur)
 
-	out := pool.Decide(in)
 	logger := klog.FromContext(ctx).WithValues("pool", name)
+	out := pool.Decide(in)
+	if out.Planned {
+		// The plan's drains compare the config with what the nodes run:
+		// read that now, and only now.
+		nodes := make([]corev1.Node, len(in.Nodes))
+		for i, n := range in.Nodes {
+			nodes[i] = *n
+		}
+		reader := &rollout.FactsReader{Client: p.c.Kube, Warn: func(format string, args ...any) {
+			logger.Info("Planning a rollout: " + fmt.Sprintf(format, args...))
+		}}
+		facts, err := reader.Read(ctx, nodes, in.Payload, nil)
+		if err != nil {
+			return err
+		}
+		in.Configs = facts.Configs
+		out = pool.Decide(in)
+	}
+	for _, w := range out.Warnings {
+		logger.Info("Planning a rollout: " + w)
+	}
 	var errs []error
 	for _, r := range out.Abort {
 		if _, err := p.c.Store.Request(ctx, r, rollout.Aborted, rollout.Running, rollout.Paused, rollout.Halted); err != nil {

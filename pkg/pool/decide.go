@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,16 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
-
-// DefaultDrainTimeout is how long a pool's drain waits for one node's pods.
-const DefaultDrainTimeout = 5 * time.Minute
 
 // maxConflictNames bounds status.conflictingNodes.
 const maxConflictNames = 10
@@ -39,7 +37,13 @@ type Input struct {
 	// Payload is the config's bytes, or PayloadErr why they are not there.
 	Payload    []byte
 	PayloadErr error
-	Now        time.Time
+	// Configs are the kubelet configs of the ConfigMaps the nodes report
+	// active (rollout.Facts.Configs), which rollout.Plan compares the
+	// config with to find the nodes to drain. The controller reads them
+	// only when Decide plans a rollout (Output.Planned): nil, every node
+	// counts as running the kubelet's defaults.
+	Configs map[string]*kubeletconfigv1beta1.KubeletConfiguration
+	Now     time.Time
 }
 
 // Output is what the controller does for the pool.
@@ -54,6 +58,11 @@ type Output struct {
 	Pause, Resume []string
 	// Status is the pool's status to write.
 	Status Status
+	// Planned: Decide planned a rollout to create, or refused one for its
+	// drains (rollout.Plan), and that depends on Input.Configs.
+	Planned bool
+	// Warnings are rollout.Plan's, for the controller's log.
+	Warnings []string
 }
 
 // Decide returns what the controller does for in.Pool. It is a function of
@@ -118,24 +127,6 @@ func Decide(in Input) Output {
 			needs = append(needs, *n)
 		}
 	}
-	busy := map[string]string{}
-	for _, r := range in.Foreign {
-		if r.State().Terminal() || r.Labels[Label] == p.Name {
-			continue
-		}
-		for _, n := range r.Spec.Nodes {
-			busy[n] = r.Name
-		}
-	}
-	var held []string
-	needs = slices.DeleteFunc(needs, func(n corev1.Node) bool {
-		if r, ok := busy[n.Name]; ok {
-			held = append(held, "node/"+n.Name+" (rollout "+r+")")
-			return true
-		}
-		return false
-	})
-
 	// The revision: the newest rollout's, when it rolls this config out,
 	// and then under the revision's own pin; else the next one.
 	rev := int64(1)
@@ -168,9 +159,6 @@ func Decide(in Input) Output {
 		}
 	}
 
-	// One node's values for many: checked before any node starts.
-	nodeSpecific := rollout.NodeSpecificOnNodes(in.Payload, selected)
-
 	var latest *rollout.Rollout
 	if len(current) > 0 {
 		latest = current[len(current)-1]
@@ -182,16 +170,44 @@ func Decide(in Input) Output {
 	case latest != nil && rolloutStalled[latest.State()] != "" && generationOf(latest) >= p.Generation:
 		return stalled(out, in.Now, rolloutStalled[latest.State()], fmt.Sprintf("rollout %s of revision %d is %s: %s; fix the config and change the pool's spec to roll out again, or undo it with kubectl dkc rollout undo %s",
 			latest.Name, rev, latest.State(), orNone(latest.Status.Reason), latest.Name))
-	case len(held) > 0 && len(needs) == 0:
-		return reconciling(out, in.Now, ReasonWaitingForOtherRollouts, fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
-	case len(needs) > 0 && p.Spec.Paused:
-		return reconciling(out, in.Now, ReasonPaused, fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", len(needs), st.Nodes.Selected, rev))
-	case len(needs) > 0 && len(nodeSpecific) > 0:
-		return stalled(out, in.Now, ReasonNodeSpecificConfig, rollout.NodeSpecificError(rollout.DescribeTarget(target), nodeSpecific).Error())
-	case len(needs) > 0:
-		out.Create = newRollout(p, rev, len(current), target, pin, needs)
-		st.CurrentRollout = out.Create.Name
-		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d nodes", out.Create.Name, rev, len(needs)))
+	}
+	if len(needs) > 0 {
+		r, warnings, err := rollout.Plan(request(p, rev, len(current), target, pin), rollout.Facts{
+			Nodes: needs, Payload: in.Payload, Configs: in.Configs, Rollouts: in.Foreign,
+		})
+		out.Warnings = warnings
+		var (
+			overlap      *rollout.OverlapError
+			nodeSpecific *rollout.NodeSpecificError
+			drain        *rollout.DrainError
+		)
+		switch {
+		case errors.As(err, &overlap):
+			held := make([]string, len(overlap.Overlaps))
+			for i, o := range overlap.Overlaps {
+				held[i] = "node/" + o.Node + " (rollout " + o.Rollout + ")"
+			}
+			return reconciling(out, in.Now, ReasonWaitingForOtherRollouts, fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
+		case p.Spec.Paused:
+			n := len(needs)
+			if r != nil {
+				n = len(r.Spec.Nodes)
+			}
+			return reconciling(out, in.Now, ReasonPaused, fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", n, st.Nodes.Selected, rev))
+		case errors.As(err, &nodeSpecific):
+			return stalled(out, in.Now, ReasonNodeSpecificConfig, err.Error())
+		case errors.As(err, &drain):
+			out.Planned = true
+			return stalled(out, in.Now, ReasonNeedsDrain, err.Error())
+		case err != nil:
+			return stalled(out, in.Now, ReasonConfigUnavailable, err.Error())
+		}
+		out.Planned = true
+		out.Create = own(r, p, rev)
+		st.CurrentRollout = r.Name
+		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d nodes", r.Name, rev, len(r.Spec.Nodes)))
+	}
+	switch {
 	case st.Nodes.Updated < st.Nodes.Selected:
 		return reconciling(out, in.Now, ReasonApplying, fmt.Sprintf("%d of %d nodes run revision %d", st.Nodes.Updated, st.Nodes.Selected, rev))
 	}
@@ -231,41 +247,6 @@ func selectNodes(p *Pool, others []*Pool, nodes []*corev1.Node) ([]*corev1.Node,
 	return picked, conflicts, nil
 }
 
-// Revision is one revision of a pool: its number and its rollouts, oldest
-// first. Its config is its rollouts' (Spec.Config and Spec.Pin).
-type Revision struct {
-	Number   int64
-	Rollouts []*rollout.Rollout
-}
-
-// Latest is the revision's newest rollout.
-func (r Revision) Latest() *rollout.Rollout { return r.Rollouts[len(r.Rollouts)-1] }
-
-// Revisions groups a pool's rollouts by RevisionLabel, oldest revision
-// first; a rollout without a valid revision is left out.
-func Revisions(rollouts []*rollout.Rollout) []Revision {
-	m := map[int64][]*rollout.Rollout{}
-	for _, r := range rollouts {
-		n, err := strconv.ParseInt(r.Labels[RevisionLabel], 10, 64)
-		if err != nil || n < 1 {
-			continue
-		}
-		m[n] = append(m[n], r)
-	}
-	var out []Revision
-	for n, rs := range m {
-		slices.SortFunc(rs, func(a, b *rollout.Rollout) int {
-			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Name, b.Name)
-		})
-		out = append(out, Revision{Number: n, Rollouts: rs})
-	}
-	slices.SortFunc(out, func(a, b Revision) int { return int(a.Number - b.Number) })
-	return out
-}
-
 // sameConfig reports whether r rolls out target pinned by pin.
 func sameConfig(r *rollout.Rollout, target *corev1.NodeConfigSource, pin *source.Pin) bool {
 	return source.Equal(r.Spec.Config, target) && r.Spec.Pin.Equal(pin)
@@ -303,42 +284,30 @@ func generationOf(r *rollout.Rollout) int64 {
 	return n
 }
 
-// RolloutName names the rollout of pool's revision rev that follows n
-// earlier rollouts of it: POOL-REV, then POOL-REV-2, POOL-REV-3 for nodes
-// that joined later. The names are fixed, so that a controller that died
-// after creating one does not create another.
-func RolloutName(pool string, rev int64, n int) string {
-	if n == 0 {
-		return fmt.Sprintf("%s-%d", pool, rev)
+// request is the rollout of revision rev of p's target, pinned by pin,
+// under p's strategy, that follows earlier rollouts of the revision: a
+// node another rollout covers waits for it.
+func request(p *Pool, rev int64, earlier int, target *corev1.NodeConfigSource, pin *source.Pin) rollout.Request {
+	s := p.Spec.Strategy
+	req := rollout.Request{
+		Namespace: p.Namespace, Name: RolloutName(p.Name, rev, earlier),
+		Config: target, AllowUnsafe: p.Spec.AllowUnsafe, Pin: pin,
+		Selector:       metav1.FormatLabelSelector(&p.Spec.NodeSelector),
+		MaxUnavailable: s.MaxUnavailable, Soak: s.Soak.Duration, OrderByLabel: s.OrderByLabel,
+		Drain:   s.Drain,
+		Overlap: rollout.WaitOnOverlap,
 	}
-	return fmt.Sprintf("%s-%d-%d", pool, rev, n+1)
+	if s.Canary != nil {
+		req.Canary = ptr.To(int(*s.Canary))
+	}
+	if req.Selector == labels.Everything().String() {
+		req.Selector = ""
+	}
+	return req
 }
 
-// newRollout is the rollout of nodes to target under p's strategy.
-func newRollout(p *Pool, rev int64, earlier int, target *corev1.NodeConfigSource, pin *source.Pin, nodes []corev1.Node) *rollout.Rollout {
-	s := p.Spec.Strategy
-	maxUnavailable := intstr.FromInt32(1)
-	if s.MaxUnavailable != nil {
-		maxUnavailable = *s.MaxUnavailable
-	}
-	canary := 1
-	if s.Canary != nil {
-		canary = int(*s.Canary)
-	}
-	order := rollout.Order(nodes, s.OrderByLabel)
-	spec := rollout.Spec{
-		Config: target, Pin: pin, Nodes: order,
-		Selector:       metav1.FormatLabelSelector(&p.Spec.NodeSelector),
-		MaxUnavailable: maxUnavailable, Canary: canary, Soak: s.Soak, OrderByLabel: s.OrderByLabel,
-		DrainOptions: rollout.DrainSpec{Timeout: metav1.Duration{Duration: DefaultDrainTimeout}},
-	}
-	if s.Drain {
-		spec.Drain = order
-	}
-	if spec.Selector == labels.Everything().String() {
-		spec.Selector = ""
-	}
-	r := rollout.New(p.Namespace, RolloutName(p.Name, rev, earlier), spec)
+// own labels r as rollout rev of pool p, owned by p.
+func own(r *rollout.Rollout, p *Pool, rev int64) *rollout.Rollout {
 	r.Labels = map[string]string{Label: p.Name, RevisionLabel: strconv.FormatInt(rev, 10)}
 	r.Annotations = map[string]string{GenerationAnnotation: strconv.FormatInt(p.Generation, 10)}
 	r.OwnerReferences = []metav1.OwnerReference{{

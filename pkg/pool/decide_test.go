@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
@@ -22,6 +23,8 @@ import (
 )
 
 var now = time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)
+
+const staticPayload = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncpuManagerPolicy: static\n"
 
 func ref(name string) *corev1.NodeConfigSource {
 	return &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: name, KubeletConfigKey: "kubelet"}}
@@ -79,13 +82,17 @@ func TestDecide(t *testing.T) {
 		in     func(p *Pool) Input
 		create []string // the nodes of the rollout created, in order; nil: none
 		name   string   // its name
-		abort  []string
-		pause  []string
-		resume []string
-		cond   string // the condition that is True
-		reason string
-		msg    []string // what its message says, among other words
-		counts Counts
+		drain  []string // the nodes it drains
+		// planned: Decide planned the rollout to create or refused it for
+		// its drains, which depend on Input.Configs.
+		planned bool
+		abort   []string
+		pause   []string
+		resume  []string
+		cond    string // the condition that is True
+		reason  string
+		msg     []string // what its message says, among other words
+		counts  Counts
 	}{
 		"a new pool rolls its config out over the nodes it selects, and only those": {
 			in: func(p *Pool) Input {
@@ -250,6 +257,37 @@ func TestDecide(t *testing.T) {
 			create: []string{"n1"}, name: "workers-1",
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Available: 2},
 		},
+		"a config that changes a resource manager policy stalls a pool that does not drain, before any node starts": {
+			in: func(p *Pool) Input {
+				p.Spec.AllowUnsafe = []string{"resource-managers"}
+				return Input{Pool: p, Payload: []byte(staticPayload), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			planned: true,
+			cond:    Stalled, reason: "NeedsDrain", msg: []string{"cpuManagerPolicy", "node/n1", "spec.strategy.drain"},
+			counts: Counts{Selected: 1, Available: 1},
+		},
+		"a change of a class the pool does not allow stalls it": {
+			in: func(p *Pool) Input {
+				p.Spec.Strategy.Drain = true
+				return Input{Pool: p, Payload: []byte(staticPayload), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			planned: true,
+			cond:    Stalled, reason: "NeedsDrain", msg: []string{"resource-managers", "spec.allowUnsafe"},
+			counts: Counts{Selected: 1, Available: 1},
+		},
+		"a pool that drains drains only the nodes whose change needs it, as rollout start does": {
+			in: func(p *Pool) Input {
+				p.Spec.Strategy.Drain, p.Spec.AllowUnsafe = true, []string{"resource-managers"}
+				return Input{Pool: p, Payload: []byte(staticPayload),
+					Nodes: []*corev1.Node{node("n1", workers, "old-static", true), node("n2", workers, "old-pods", true), node("n3", workers, "", false)},
+					Configs: map[string]*kubeletconfigv1beta1.KubeletConfiguration{
+						rollout.ConfigKey(ref("old-static")): {CPUManagerPolicy: "static"},
+						rollout.ConfigKey(ref("old-pods")):   {MaxPods: 50},
+					}}
+			},
+			create: []string{"n1", "n2", "n3"}, name: "workers-1", drain: []string{"n2", "n3"}, planned: true,
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 3, Available: 3},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newPool("workers", "a", workers)
@@ -265,7 +303,7 @@ func TestDecide(t *testing.T) {
 				if got := out.Create.Labels[Label]; got != "workers" {
 					t.Errorf("created rollout's pool label %q", got)
 				}
-				if !out.Create.Spec.Pin.Equal(source.NewPin(&p.Spec.ConfigSource, in.Payload, nil)) {
+				if !out.Create.Spec.Pin.Equal(source.NewPin(&p.Spec.ConfigSource, in.Payload, p.Spec.AllowUnsafe)) {
 					t.Errorf("created rollout pins %v, want the payload's digest", out.Create.Spec.Pin)
 				}
 				if ow := out.Create.OwnerReferences; len(ow) != 1 || ow[0].Kind != Kind || !ptr.Deref(ow[0].Controller, false) {
@@ -274,6 +312,14 @@ func TestDecide(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.create, created); diff != "" {
 				t.Errorf("rollout nodes (-want +got):\n%s", diff)
+			}
+			if out.Create != nil {
+				if diff := cmp.Diff(tc.drain, out.Create.Spec.Drain); diff != "" {
+					t.Errorf("drained nodes (-want +got):\n%s", diff)
+				}
+			}
+			if want := tc.planned || tc.create != nil; out.Planned != want {
+				t.Errorf("planned %t, want %t", out.Planned, want)
 			}
 			for what, pair := range map[string][2][]string{"abort": {tc.abort, out.Abort}, "pause": {tc.pause, out.Pause}, "resume": {tc.resume, out.Resume}} {
 				if diff := cmp.Diff(pair[0], pair[1]); diff != "" {

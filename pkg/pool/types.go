@@ -88,6 +88,10 @@ const (
 	// value one of the pool's nodes shows while the others differ: one
 	// node's config, for many.
 	ReasonNodeSpecificConfig = "NodeSpecificConfig"
+	// ReasonNeedsDrain (Stalled): the config changes a resource manager
+	// policy on a node, and the pool's strategy does not drain, or its
+	// spec.allowUnsafe does not allow resource-managers.
+	ReasonNeedsDrain = "NeedsDrain"
 )
 
 // Reasons are the reasons each condition is True with. docs/rollout.md
@@ -97,7 +101,7 @@ var Reasons = map[string][]string{
 	Reconciling: {ReasonRollingOut, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
 	Stalled: {
 		ReasonRolloutHalted, ReasonRolloutAborted, ReasonDigestMismatch, ReasonConfigUnavailable,
-		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig,
+		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig, ReasonNeedsDrain,
 	},
 }
 
@@ -139,7 +143,9 @@ type Strategy struct {
 	// Soak is how long a finished wave stays healthy before the next one;
 	// with none, a slot freed by a finished node goes to the next node.
 	Soak metav1.Duration `json:"soak,omitempty"`
-	// Drain cordons and drains each node before its assignment.
+	// Drain allows draining the nodes whose change needs it (a change of
+	// a resource manager policy): each is cordoned and drained before
+	// its assignment. Without it, such a change stalls the pool.
 	Drain bool `json:"drain,omitempty"`
 	// OrderByLabel takes the nodes in the order of this label's value.
 	OrderByLabel string `json:"orderByLabel,omitempty"`

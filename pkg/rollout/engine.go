@@ -359,9 +359,11 @@ func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
 	return true, nil
 }
 
-// stateError is Run's error for a rollout in state s.
-func stateError(r *Rollout) error {
-	switch r.Status.State {
+// StateError is the error that driving or following r ends with, given its
+// state: it halted on a node's error (ErrHalted), was aborted (ErrAborted)
+// or paused (ErrPaused); nil when it runs or is done.
+func StateError(r *Rollout) error {
+	switch r.State() {
 	case Halted:
 		return fmt.Errorf("rollout %q %w: %s", r.Name, ErrHalted, r.Status.Reason)
 	case Aborted:

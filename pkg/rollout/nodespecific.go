@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -39,28 +38,6 @@ func (v NodeSpecificValue) String() string {
 	return fmt.Sprintf("%s %s (the value of %s; %d other target nodes run another)", v.Field, v.Value, of, v.Others)
 }
 
-// NodeSpecific returns the node-specific fields that payload (a
-// KubeletConfiguration, whole or partial) sets to the value one of nodes
-// runs while others run other values: the bytes of one node, rolled out
-// to many. Only when payload sets such a field are the nodes' configs read,
-// from their kubelets' /configz (what each kubelet runs, whatever the apply
-// mode); a node whose config cannot be read is left out, with a warning.
-func (p *DrainPlanner) NodeSpecific(ctx context.Context, nodes []corev1.Node, payload []byte) ([]NodeSpecificValue, error) {
-	if len(nodes) < 2 || len(setNodeSpecific(payload)) == 0 {
-		return nil, nil
-	}
-	live := map[string]*kubeletconfigv1beta1.KubeletConfiguration{}
-	for i := range nodes {
-		cfg, err := p.kubeletConfig(ctx, &nodes[i])
-		if err != nil {
-			p.warn("node/%s: cannot read its config through /configz (%v); it is left out of the check for node-specific fields", nodes[i].Name, err)
-			continue
-		}
-		live[nodes[i].Name] = cfg
-	}
-	return CompareNodeSpecific(payload, live)
-}
-
 // setNodeSpecific returns the NodeSpecificFields that payload sets, with
 // their values as JSON.
 func setNodeSpecific(payload []byte) map[string]json.RawMessage {
@@ -77,17 +54,29 @@ func setNodeSpecific(payload []byte) map[string]json.RawMessage {
 	return out
 }
 
-// CompareNodeSpecific is NodeSpecific on the configs the nodes run (live,
-// by node name).
-func CompareNodeSpecific(payload []byte, live map[string]*kubeletconfigv1beta1.KubeletConfiguration) ([]NodeSpecificValue, error) {
+// nodeSpecific returns the node-specific fields that payload (a
+// KubeletConfiguration, whole or partial) sets to a value that one of nodes
+// holds while another does not: the bytes of one node, rolled out to many.
+// A node holds a value when its kubelet runs it (live, from /configz, where
+// known) or its Node object shows it (its addresses for address and
+// healthzBindAddress, its spec for providerID and podCIDR). A node known
+// neither way for a field (a certificate path, with no /configz) is left
+// out of that field's comparison.
+func nodeSpecific(payload []byte, nodes []*corev1.Node, live map[string]*kubeletconfigv1beta1.KubeletConfiguration) []NodeSpecificValue {
+	if len(nodes) < 2 {
+		return nil
+	}
 	set := setNodeSpecific(payload)
+	if len(set) == 0 {
+		return nil
+	}
 	have := map[string]map[string]json.RawMessage{}
-	for name, cfg := range live {
-		m, err := fieldsOf(cfg)
-		if err != nil {
-			return nil, err
+	for _, n := range nodes {
+		if cfg, ok := live[n.Name]; ok && cfg != nil {
+			if m, err := fieldsOf(cfg); err == nil {
+				have[n.Name] = m
+			}
 		}
-		have[name] = m
 	}
 	var out []NodeSpecificValue
 	for _, f := range NodeSpecificFields {
@@ -95,11 +84,20 @@ func CompareNodeSpecific(payload []byte, live map[string]*kubeletconfigv1beta1.K
 		if !ok {
 			continue
 		}
+		var str string
+		if json.Unmarshal(want, &str) != nil {
+			str = ""
+		}
+		shows := nodeShows[f]
 		v := NodeSpecificValue{Field: f, Value: string(want)}
-		for name, fields := range have {
-			if jsonEqual(fields[f], want) {
-				v.Of = append(v.Of, name)
-			} else {
+		for _, n := range nodes {
+			fields, known := have[n.Name]
+			switch {
+			case known && jsonEqual(fields[f], want):
+				v.Of = append(v.Of, n.Name)
+			case shows != nil && str != "" && slices.Contains(shows(n), str):
+				v.Of = append(v.Of, n.Name)
+			case known || shows != nil:
 				v.Others++
 			}
 		}
@@ -108,7 +106,7 @@ func CompareNodeSpecific(payload []byte, live map[string]*kubeletconfigv1beta1.K
 			out = append(out, v)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // fieldsOf returns cfg's fields by JSON name.
@@ -153,53 +151,4 @@ func nodeAddresses(n *corev1.Node) []string {
 		out = append(out, a.Address)
 	}
 	return out
-}
-
-// NodeSpecificOnNodes is NodeSpecific for a reader that cannot read the
-// kubelets' /configz (the controller, which holds no nodes/proxy): it
-// compares the payload's address, healthzBindAddress, providerID and
-// podCIDR with what the Node objects show, their addresses and spec. A
-// certificate path is not on a Node: only NodeSpecific's read of /configz
-// checks tlsCertFile and tlsPrivateKeyFile.
-func NodeSpecificOnNodes(payload []byte, nodes []*corev1.Node) []NodeSpecificValue {
-	if len(nodes) < 2 {
-		return nil
-	}
-	set := setNodeSpecific(payload)
-	var out []NodeSpecificValue
-	for _, f := range NodeSpecificFields {
-		want, ok := set[f]
-		shows := nodeShows[f]
-		if !ok || shows == nil {
-			continue
-		}
-		var value string
-		if json.Unmarshal(want, &value) != nil || value == "" {
-			continue
-		}
-		v := NodeSpecificValue{Field: f, Value: string(want)}
-		for _, n := range nodes {
-			if slices.Contains(shows(n), value) {
-				v.Of = append(v.Of, n.Name)
-			} else {
-				v.Others++
-			}
-		}
-		if len(v.Of) > 0 && v.Others > 0 {
-			slices.Sort(v.Of)
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// NodeSpecificError is the error of a rollout whose config carries one
-// node's values: what to do about each.
-func NodeSpecificError(config string, found []NodeSpecificValue) error {
-	parts := make([]string, len(found))
-	for i, v := range found {
-		parts[i] = v.String()
-	}
-	return fmt.Errorf("config %s sets node-specific fields to one node's values while the target nodes differ: %s. Remove these fields from the config, or run the agents with --apply-mode=dropin and roll out a partial config with only the fields you change (docs/rollout.md, \"One config for every node\")",
-		config, strings.Join(parts, "; "))
 }

@@ -40,7 +40,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		if e.cur.Status.State == Done {
 			return true, nil
 		}
-		return true, stateError(e.cur)
+		return true, StateError(e.cur)
 	}
 	d, err := decide(e.cur, observed, nodes, e.assigned, !e.unqueued, now)
 	if err != nil {
@@ -188,7 +188,7 @@ func (e *engine) follow(r *Rollout, observed map[string]Observed) (bool, error) 
 		}
 	}
 	if r.Status.State.Terminal() {
-		return true, stateError(r)
+		return true, StateError(r)
 	}
 	return false, nil
 }
@@ -203,7 +203,7 @@ func (e *engine) finish(ctx context.Context, r *Rollout, observed map[string]Obs
 		return false, nil // lost a race: look again
 	}
 	e.notify(e.cur, observed)
-	return true, stateError(e.cur)
+	return true, StateError(e.cur)
 }
 
 func (e *engine) notify(r *Rollout, observed map[string]Observed) {

@@ -64,10 +64,11 @@ func TestTakeStateRecordsTheQueuedNodesThisClientAssigned(t *testing.T) {
 	if rec := got.NodeStatus("n5"); rec.Phase != InProgress || rec.Queued || rec.Started == nil || !source.Equal(rec.Previous, cm("old")) {
 		t.Errorf("n5 %+v, want InProgress, started, with its previous assignment old", rec)
 	}
-	spec, err := UndoSpec(got)
+	undo, _, err := Plan(Request{Namespace: "kube-system", Name: "undo", UndoOf: got}, Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := undo.Spec
 	if !slices.Contains(spec.Nodes, "n5") {
 		t.Errorf("undo covers %v, not n5", spec.Nodes)
 	}

@@ -567,36 +567,37 @@ func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {
 	}
 }
 
-func TestDrainPlanner(t *testing.T) {
+// TestFactsReader: what the nodes run comes from the ConfigMaps they
+// report active; a node on its local config whose /configz cannot be read
+// is left out, with a warning.
+func TestFactsReader(t *testing.T) {
 	partial := func(extra string) string {
 		return "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n" + extra
 	}
 	client := fake.NewClientset(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "static", Namespace: "kube-system"}, Data: map[string]string{"kubelet": partial("cpuManagerPolicy: static\n")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: "kube-system"}, Data: map[string]string{"kubelet": partial("maxPods: 20\n")}},
 	)
 	onStatic := readyNode("n1", nil)
 	onStatic.Annotations = map[string]string{source.StatusAnnotation: `{"active":{"configMap":{"namespace":"kube-system","name":"static","kubeletConfigKey":"kubelet"}}}`}
 	local := readyNode("n2", nil)
 	var warnings []string
-	p := &DrainPlanner{Client: client, Warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
+	p := &FactsReader{Client: client, Kubelets: true, Warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
 
-	// maxPods never drains; leaving static for the default does, on n1 only.
-	needs, err := p.Plan(context.Background(), []corev1.Node{*onStatic, *local}, cm("pods"))
+	// maxPods sets no drain field: no kubelet is asked.
+	facts, err := p.Read(context.Background(), []corev1.Node{*onStatic, *local}, []byte(partial("maxPods: 20\n")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(needs) != 1 || needs[0].Node != "n1" || FormatChanges(needs[0].Changes) != `cpuManagerPolicy "static" -> ""` {
-		t.Errorf("needs %+v, want n1 for cpuManagerPolicy", needs)
+	if got := facts.Configs[ConfigKey(cm("static"))]; got == nil || got.CPUManagerPolicy != "static" {
+		t.Errorf("config of static: %+v", got)
 	}
-	// To static: n1 already runs it; n2's local config is unknown here (no
-	// configz): warned and taken as the defaults, so it drains.
-	needs, err = p.Plan(context.Background(), []corev1.Node{*onStatic, *local}, cm("static"))
-	if err != nil {
+	if len(facts.Live) != 0 || len(warnings) != 0 {
+		t.Errorf("live %v, warnings %q; want no kubelet asked", facts.Live, warnings)
+	}
+	// To static: n2's local config is asked for; the fake has no REST
+	// client, so it is warned about and left out.
+	if _, err := p.Read(context.Background(), []corev1.Node{*onStatic, *local}, []byte(partial("cpuManagerPolicy: static\n")), nil); err != nil {
 		t.Fatal(err)
-	}
-	if len(needs) != 1 || needs[0].Node != "n2" {
-		t.Errorf("needs %+v, want n2 only", needs)
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "node/n2") {
 		t.Errorf("warnings %q, want one about n2", warnings)

@@ -203,13 +203,10 @@ func TestRunDetectsTheCarrierPerKindOfNode(t *testing.T) {
 	}
 }
 
-// TestDrainPlannerAsksForAMissingConfigMapOnce: nodes that report a
+// TestFactsReaderAsksForAMissingConfigMapOnce: nodes that report a
 // deleted ConfigMap active cost one GET, not one each.
-func TestDrainPlannerAsksForAMissingConfigMapOnce(t *testing.T) {
-	client := fake.NewClientset(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: "kube-system"},
-		Data:       map[string]string{"kubelet": "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 20\n"},
-	})
+func TestFactsReaderAsksForAMissingConfigMapOnce(t *testing.T) {
+	client := fake.NewClientset()
 	gets := map[string]int{}
 	client.PrependReactor("get", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		gets[action.(k8stesting.GetAction).GetName()]++
@@ -222,17 +219,17 @@ func TestDrainPlannerAsksForAMissingConfigMapOnce(t *testing.T) {
 		nodes = append(nodes, *n)
 	}
 	var warnings []string
-	p := &DrainPlanner{Client: client, Warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
+	p := &FactsReader{Client: client, Warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
 	for range 2 {
-		if _, err := p.Plan(context.Background(), nodes, cm("pods")); err != nil {
+		if _, err := p.Read(context.Background(), nodes, []byte("kind: KubeletConfiguration\nmaxPods: 20\n"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"pods": 1, "gone": 1}, gets); diff != "" {
+	if diff := cmp.Diff(map[string]int{"gone": 1}, gets); diff != "" {
 		t.Errorf("GETs per ConfigMap (-want +got):\n%s", diff)
 	}
 	if len(warnings) != 6 || !strings.Contains(warnings[0], `configmaps "gone" not found`) {
-		t.Errorf("warnings %q, want one per node and plan, saying gone is not found", warnings)
+		t.Errorf("warnings %q, want one per node and read, saying gone is not found", warnings)
 	}
 }
 

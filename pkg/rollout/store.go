@@ -28,7 +28,7 @@ var (
 	ErrExists = errors.New("it exists already")
 	// ErrNoCRD means the cluster does not serve NodeConfigRollouts:
 	// deploy/crds.yaml is not installed.
-	ErrNoCRD = errors.New("the cluster does not serve nodeconfigrollouts.kubectl-dkc.io: install dkc's CRDs with kubectl apply --server-side -k deploy/ (docs/install.md)")
+	ErrNoCRD = errors.New("the cluster does not serve nodeconfigrollouts.kubectl-dkc.io: install dkc with kubectl dkc install (docs/install.md)")
 )
 
 // Store reads and writes the NodeConfigRollouts of Namespace. UpdateStatus

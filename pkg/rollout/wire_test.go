@@ -101,10 +101,11 @@ func TestRolloutOver5000NodesFitsEtcd(t *testing.T) {
 	t.Logf("a finished rollout over 5000 nodes: %d bytes, %d per node", len(data), len(data)/5000)
 
 	// Its undo sends each node back to its own previous assignment.
-	spec, err := UndoSpec(r)
+	undo, _, err := Plan(Request{Namespace: "kube-system", Name: "undo", UndoOf: r}, Facts{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := undo.Spec
 	data, err = json.Marshal(New("kube-system", "undo-fleet", spec))
 	if err != nil {
 		t.Fatal(err)

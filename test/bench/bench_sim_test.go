@@ -198,17 +198,21 @@ func createNodes(ctx context.Context, cfg *rest.Config, nodes []*corev1.Node, wo
 }
 
 // apiserverMetrics is what the benchmarks read from the apiserver's
-// /metrics: the sum of apiserver_request_total by verb and in all, and the
+// /metrics: the sum of apiserver_request_total by verb and in all, the
+// bytes of the request bodies written (apiserver_request_body_size_bytes_sum:
+// creates, updates, patches and deletes) by resource and in all, and the
 // apiserver process's CPU time (process_cpu_seconds_total).
 type apiserverMetrics struct {
-	byVerb   map[string]float64
-	requests float64
-	cpu      time.Duration
+	byVerb         map[string]float64
+	requests       float64
+	bodyByResource map[string]float64
+	bodyBytes      float64
+	cpu            time.Duration
 }
 
 // readAPIServerMetrics reads the apiserver's /metrics.
 func readAPIServerMetrics(ctx context.Context, c *framework.Cluster) (apiserverMetrics, error) {
-	m := apiserverMetrics{byVerb: map[string]float64{}}
+	m := apiserverMetrics{byVerb: map[string]float64{}, bodyByResource: map[string]float64{}}
 	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return m, fmt.Errorf("get apiserver /metrics: %w", err)
@@ -218,7 +222,8 @@ func readAPIServerMetrics(ctx context.Context, c *framework.Cluster) (apiserverM
 	for sc.Scan() {
 		line := sc.Text()
 		request := strings.HasPrefix(line, "apiserver_request_total{")
-		if !request && !strings.HasPrefix(line, "process_cpu_seconds_total ") {
+		body := strings.HasPrefix(line, "apiserver_request_body_size_bytes_sum{")
+		if !request && !body && !strings.HasPrefix(line, "process_cpu_seconds_total ") {
 			continue
 		}
 		i := strings.LastIndexByte(line, ' ')
@@ -226,16 +231,28 @@ func readAPIServerMetrics(ctx context.Context, c *framework.Cluster) (apiserverM
 		if err != nil {
 			return m, fmt.Errorf("metric line %q: %w", line, err)
 		}
-		if !request {
+		switch {
+		case request:
+			verb := metricLabel(line, "verb")
+			m.byVerb[verb] += v
+			m.requests += v
+		case body:
+			m.bodyByResource[metricLabel(line, "resource")] += v
+			m.bodyBytes += v
+		default:
 			m.cpu = time.Duration(v * float64(time.Second))
-			continue
 		}
-		verb := "?"
-		if _, rest, ok := strings.Cut(line, `verb="`); ok {
-			verb, _, _ = strings.Cut(rest, `"`)
-		}
-		m.byVerb[verb] += v
-		m.requests += v
 	}
 	return m, sc.Err()
+}
+
+// metricLabel is the value of label name in a line of the Prometheus text
+// format, "?" when the line has none.
+func metricLabel(line, name string) string {
+	_, rest, ok := strings.Cut(line, name+`="`)
+	if !ok {
+		return "?"
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }

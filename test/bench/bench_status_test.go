@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,15 +238,36 @@ func BenchmarkStatusAtScale(b *testing.B) {
 // runTimed runs argv with KUBECONFIG=kubeconfig and its stdout on a pipe,
 // and returns the stdout and the wall time from start to exit.
 func runTimed(kubeconfig string, argv ...string) (string, time.Duration, error) {
+	p, err := runProcess(kubeconfig, argv...)
+	return p.out, p.wall, err
+}
+
+// process is what a command run to its end printed and cost.
+type process struct {
+	out  string
+	wall time.Duration
+	// cpu is its user and system time; peakRSS its largest resident set.
+	cpu     time.Duration
+	peakRSS int64
+}
+
+// runProcess runs argv with KUBECONFIG=kubeconfig to its end.
+func runProcess(kubeconfig string, argv ...string) (process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	began := time.Now()
 	err := cmd.Run()
-	took := time.Since(began)
-	if err != nil {
-		return out.String(), took, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, errOut.String())
+	p := process{out: out.String(), wall: time.Since(began)}
+	if st := cmd.ProcessState; st != nil {
+		p.cpu = st.UserTime() + st.SystemTime()
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+			p.peakRSS = ru.Maxrss << 10 // KiB on Linux
+		}
 	}
-	return out.String(), took, nil
+	if err != nil {
+		return p, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, errOut.String())
+	}
+	return p, nil
 }

@@ -46,12 +46,7 @@ func poolRevisions(ctx context.Context, pools *pool.Store, rollouts *rollout.Sto
 	if err != nil {
 		return nil, nil, err
 	}
-	var own []*rollout.Rollout
-	for _, r := range all {
-		if r.Labels[pool.Label] == name {
-			own = append(own, r)
-		}
-	}
+	own, _ := pool.Split(name, all)
 	return p, pool.Revisions(own), nil
 }
 
@@ -94,36 +89,20 @@ func undoPool(ctx context.Context, client kubernetes.Interface, pools *pool.Stor
 	if err != nil {
 		return err
 	}
-	if to == 0 {
-		for i := len(revs) - 1; i >= 0; i-- {
-			if revs[i].Number < p.Status.Revision {
-				to = revs[i].Number
-				break
-			}
-		}
-		if to == 0 {
-			return fmt.Errorf("nodeconfigpool %q has no revision before its current one (%d): name one with --to-revision (kubectl dkc rollout history ncp/%s)", name, p.Status.Revision, name)
-		}
+	r, err := pool.UndoTarget(p, revs, to)
+	if err != nil {
+		return err
 	}
-	for _, r := range revs {
-		if r.Number != to {
-			continue
-		}
-		first := r.Rollouts[0]
-		if first.Spec.Config == nil || first.Spec.Pin == nil {
-			return fmt.Errorf("revision %d of nodeconfigpool %q names no config", to, name)
-		}
-		if err := util.CheckAuthority(ctx, client, first.Spec.Pin.AllowUnsafe, p.Spec.Strategy.Drain); err != nil {
-			return fmt.Errorf("undo nodeconfigpool %q to revision %d: %w", name, to, err)
-		}
-		if _, err := pools.SetConfig(ctx, name, p.ResourceVersion, first.Spec.Config, first.Spec.Pin); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "nodeconfigpool.kubectl-dkc.io/%s rolled back to revision %d (%s, %s)\n", name, to,
-			rollout.DescribeTarget(first.Spec.Config), source.ShortDigest(first.Spec.Pin.Digest))
-		return nil
+	first := r.Rollouts[0]
+	if err := util.CheckAuthority(ctx, client, first.Spec.Pin.AllowUnsafe, p.Spec.Strategy.Drain); err != nil {
+		return fmt.Errorf("undo nodeconfigpool %q to revision %d: %w", name, r.Number, err)
 	}
-	return fmt.Errorf("nodeconfigpool %q has no revision %d (kubectl dkc rollout history ncp/%s lists them)", name, to, name)
+	if _, err := pools.SetConfig(ctx, name, p.ResourceVersion, first.Spec.Config, first.Spec.Pin); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "nodeconfigpool.kubectl-dkc.io/%s rolled back to revision %d (%s, %s)\n", name, r.Number,
+		rollout.DescribeTarget(first.Spec.Config), source.ShortDigest(first.Spec.Pin.Digest))
+	return nil
 }
 
 // printPoolStatus prints pool p's state, and its current rollout's table.

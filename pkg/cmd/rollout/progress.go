@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/table"
 )
@@ -25,7 +26,7 @@ type progress struct {
 }
 
 func newProgress(out io.Writer) *progress {
-	return &progress{out: out, tty: isTerminal(out), phase: map[string]rollout.Phase{}}
+	return &progress{out: out, tty: util.IsTerminal(out), phase: map[string]rollout.Phase{}}
 }
 
 func (p *progress) update(r *rollout.Rollout) {

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -179,17 +177,6 @@ func exitError(err error, name string, timeout time.Duration, readOnly bool) err
 	return err
 }
 
-// isTerminal reports whether w is a terminal, where progress is redrawn in
-// place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // leader returns the controller replica that drives the rollouts of
 // namespace, or "" when none runs there.
 func leader(ctx context.Context, client kubernetes.Interface, namespace string) (string, error) {
@@ -199,7 +186,7 @@ func leader(ctx context.Context, client kubernetes.Interface, namespace string) 
 // errNoController is start's and undo's error without --wait when no
 // controller runs: nothing would drive the rollout.
 func errNoController(namespace string) error {
-	return fmt.Errorf("no controller runs in namespace %s (lease %s has no current holder), so nothing would drive the rollout: pass --wait to drive it from here, or install the controller (kubectl apply --server-side -k deploy/, docs/install.md)",
+	return fmt.Errorf("no controller runs in namespace %s (lease %s has no current holder), so nothing would drive the rollout: pass --wait to drive it from here, or install the controller (kubectl dkc install, docs/install.md)",
 		namespace, controller.LeaseName)
 }
 

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -20,19 +21,14 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
-	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
-// Defaults of rollout start.
-const (
-	DefaultMaxUnavailable = "1"
-	DefaultCanary         = 1
-	DefaultTimeout        = 30 * time.Minute
-	DefaultDrainTimeout   = 5 * time.Minute
-)
+// DefaultTimeout is how long --wait waits by default. The rollout's own
+// defaults are pkg/rollout's, which pools share.
+const DefaultTimeout = 30 * time.Minute
 
 // StartOptions holds the flags of `kubectl dkc rollout start`.
 type StartOptions struct {
@@ -72,9 +68,9 @@ func NewStartOptions(streams genericiooptions.IOStreams) *StartOptions {
 	return &StartOptions{
 		Namespace:      source.DefaultNamespace,
 		Key:            source.DefaultKey,
-		MaxUnavailable: DefaultMaxUnavailable,
-		Canary:         DefaultCanary,
-		DrainTimeout:   DefaultDrainTimeout,
+		MaxUnavailable: strconv.Itoa(rollout.DefaultMaxUnavailable),
+		Canary:         rollout.DefaultCanary,
+		DrainTimeout:   rollout.DefaultDrainTimeout,
 		DryRun:         util.DryRunNone,
 		Timeout:        DefaultTimeout,
 		PrintFlags:     util.NewPrintFlags(),
@@ -228,59 +224,36 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pin *source.Pin
 	var payload []byte
 	if target != nil {
 		if _, payload, err = util.AssignableConfigMap(ctx, o.Client, o.Namespace, o.Config, o.Key, o.Digest, o.ErrOut); err != nil {
 			return err
 		}
-		pin = source.NewPin(target, payload, allow)
 	}
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err
 	}
-	if len(nodes) == 0 {
-		return errors.New("no nodes to roll out to")
-	}
 	if target != nil && o.DryRun != util.DryRunNone {
 		util.ReportOptIns(ctx, o.Client, nodes, payload, allow, o.ErrOut)
 	}
 	store := o.Store
-	if err := checkOverlap(ctx, store, nodes); err != nil {
-		return err
-	}
-	drain, err := o.planDrain(ctx, nodes, target, allow)
+	others, err := store.List(ctx)
 	if err != nil {
 		return err
 	}
-	if target != nil {
-		found, err := o.planner().NodeSpecific(ctx, nodes, payload)
-		if err != nil {
-			return err
-		}
-		if len(found) > 0 {
-			return rollout.NodeSpecificError(rollout.DescribeTarget(target), found)
-		}
+	facts, err := factsReader(o.Client, o.ErrOut).Read(ctx, nodes, payload, nil)
+	if err != nil {
+		return err
 	}
-	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
-	spec := rollout.Spec{
-		Config:         target,
-		Pin:            pin,
-		Nodes:          rollout.Order(nodes, o.OrderByLabel),
-		Selector:       o.Nodes.Selector,
-		MaxUnavailable: maxUnavailable,
-		Canary:         o.Canary,
-		Soak:           metav1.Duration{Duration: o.Soak},
-		OrderByLabel:   o.OrderByLabel,
-		Drain:          drain,
-		DrainOptions: rollout.DrainSpec{
-			Timeout: metav1.Duration{Duration: o.DrainTimeout}, Force: o.DrainForce, DeleteEmptyDirData: o.DrainEmptyDir,
-		},
+	facts.Rollouts = others
+	r, warnings, err := rollout.Plan(o.request(allow), facts)
+	printWarnings(o.ErrOut, warnings)
+	if err != nil {
+		return err
 	}
-	r := rollout.New(o.Namespace, o.name(), spec)
 	if o.DryRun != util.DryRunClient {
-		if err := util.CheckAuthority(ctx, o.Client, allow, len(drain) > 0); err != nil {
+		if err := util.CheckAuthority(ctx, o.Client, allow, len(r.Spec.Drain) > 0); err != nil {
 			return fmt.Errorf("start rollout %q: %w", r.Name, err)
 		}
 	}
@@ -308,61 +281,40 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	return follow(ctx, o.Client, store, lead, created.Name, o.Timeout, o.IOStreams)
 }
 
-// name is --name, or the config's name (or to-local) with a random suffix.
-func (o *StartOptions) name() string {
-	if o.Name != "" {
-		return o.Name
+// request is the rollout the flags ask for, with the classes allow.
+func (o *StartOptions) request(allow []string) rollout.Request {
+	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
+	return rollout.Request{
+		Namespace:               o.Namespace,
+		Name:                    o.Name,
+		Suffix:                  utilrand.String(5),
+		Config:                  o.target(),
+		AllowUnsafe:             allow,
+		Selector:                o.Nodes.Selector,
+		MaxUnavailable:          &maxUnavailable,
+		Canary:                  &o.Canary,
+		Soak:                    o.Soak,
+		OrderByLabel:            o.OrderByLabel,
+		Drain:                   o.Drain,
+		DrainTimeout:            &o.DrainTimeout,
+		DrainForce:              o.DrainForce,
+		DrainDeleteEmptyDirData: o.DrainEmptyDir,
 	}
-	base := o.Config
-	if o.ToLocal {
-		base = "to-local"
-	}
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], "-.")
-	}
-	return base + "-" + utilrand.String(5)
 }
 
-// planner reads what the nodes run, warning on ErrOut about what it cannot.
-func (o *StartOptions) planner() *rollout.DrainPlanner {
-	return &rollout.DrainPlanner{Client: o.Client, Warn: func(format string, args ...any) {
-		fmt.Fprintf(o.ErrOut, "Warning: "+format+"\n", args...)
+// factsReader reads what the nodes run for rollout.Plan, /configz
+// included, warning on errOut about what it cannot.
+func factsReader(client kubernetes.Interface, errOut io.Writer) *rollout.FactsReader {
+	return &rollout.FactsReader{Client: client, Kubelets: true, Warn: func(format string, args ...any) {
+		fmt.Fprintf(errOut, "Warning: "+format+"\n", args...)
 	}}
 }
 
-// planDrain lists the nodes to drain, or refuses a config that needs a
-// drain without --drain, or one the agents would refuse.
-func (o *StartOptions) planDrain(ctx context.Context, nodes []corev1.Node, target *corev1.NodeConfigSource, allowUnsafe []string) ([]string, error) {
-	needs, err := o.planner().Plan(ctx, nodes, target)
-	if err != nil {
-		return nil, err
+// printWarnings prints rollout.Plan's warnings on errOut.
+func printWarnings(errOut io.Writer, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(errOut, "Warning: %s\n", w)
 	}
-	if len(needs) == 0 {
-		return nil, nil
-	}
-	first := needs[0]
-	what := "config " + rollout.DescribeTarget(target)
-	if !o.Drain {
-		where := "node/" + first.Node
-		if len(needs) > 1 {
-			where += fmt.Sprintf(" and %d more nodes", len(needs)-1)
-		}
-		return nil, fmt.Errorf("%s changes %s on %s: the kubelet must not run pods through that change: add --drain to cordon and drain each such node first",
-			what, rollout.FormatChanges(first.Changes), where)
-	}
-	allowed := make([]kubeletconfig.SafetyClass, len(allowUnsafe))
-	for i, c := range allowUnsafe {
-		allowed[i] = kubeletconfig.SafetyClass(c)
-	}
-	if refused := kubeletconfig.Refused(first.Changes, allowed); len(refused) > 0 {
-		return nil, fmt.Errorf("%s changes %s, which the agents refuse unless the rollout allows it: add %s",
-			what, kubeletconfig.FormatChanges(refused), kubeletconfig.AllowFlag(refused))
-	}
-	names := make([]string, len(needs))
-	for i, n := range needs {
-		names[i] = n.Node
-	}
-	return names, nil
 }
 
 // printPlan prints the waves of a rollout that was not created, or the
@@ -391,25 +343,4 @@ func (o *StartOptions) printPlan(r *rollout.Rollout) error {
 		table.AddRow(t, row...)
 	}
 	return table.Print(o.Out, t)
-}
-
-// checkOverlap refuses to start a rollout over nodes that a Running or
-// Paused rollout still covers: the two would fight over them.
-func checkOverlap(ctx context.Context, store *rollout.Store, nodes []corev1.Node) error {
-	all, err := store.List(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range all {
-		if r.State().Terminal() {
-			continue
-		}
-		for _, n := range nodes {
-			if slices.Contains(r.Spec.Nodes, n.Name) {
-				return fmt.Errorf("rollout %q is %s over node/%s: finish it (kubectl dkc rollout resume %s) or abort it (kubectl dkc rollout abort %s) first",
-					r.Name, r.State(), n.Name, r.Name, r.Name)
-			}
-		}
-	}
-	return nil
 }

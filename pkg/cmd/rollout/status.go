@@ -132,18 +132,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return exitError(stateError(live), live.Name, 0, true)
-}
-
-// stateError is the error that following r ends with (as rollout.Run
-// returns it) when r ended in error: it halted on a node's error, or was
-// aborted. A running, paused or done rollout is no error.
-func stateError(r *rollout.Rollout) error {
-	switch r.State() {
-	case rollout.Halted:
-		return fmt.Errorf("rollout %q %w: %s", r.Name, rollout.ErrHalted, r.Status.Reason)
-	case rollout.Aborted:
-		return fmt.Errorf("rollout %q: %w", r.Name, rollout.ErrAborted)
+	// A paused rollout is no error here: it waits for resume.
+	if err := rollout.StateError(live); !errors.Is(err, rollout.ErrPaused) {
+		return exitError(err, live.Name, 0, true)
 	}
 	return nil
 }

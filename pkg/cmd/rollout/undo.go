@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -183,29 +186,24 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := util.CheckAuthority(ctx, o.Client, undoClasses(orig), len(orig.Spec.Drain) > 0); err != nil {
+	r, err := o.plan(ctx, orig, o.ErrOut)
+	if err != nil {
+		return err
+	}
+	if err := util.CheckAuthority(ctx, o.Client, rollout.AllowedClasses(r), len(r.Spec.Drain) > 0); err != nil {
 		return fmt.Errorf("undo rollout %q: %w", orig.Name, err)
 	}
 	if !orig.State().Terminal() {
 		if orig, err = store.Request(ctx, orig.Name, rollout.Aborted, rollout.Running, rollout.Paused); err != nil {
 			return err
 		}
+		// Aborted, it may have started more nodes than planned for: plan
+		// again (its warnings were printed the first time).
+		if r, err = o.plan(ctx, orig, io.Discard); err != nil {
+			return err
+		}
 	}
-	spec, err := rollout.UndoSpec(orig)
-	if err != nil {
-		return err
-	}
-	if o.MaxUnavailable != "" {
-		spec.MaxUnavailable, _ = rollout.ParseMaxUnavailable(o.MaxUnavailable)
-	}
-	if o.Canary >= 0 {
-		spec.Canary = o.Canary
-	}
-	name := orig.Name
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	created, err := store.Create(ctx, rollout.New(o.Namespace, "undo-"+name+"-"+utilrand.String(5), spec), false)
+	created, err := store.Create(ctx, r, false)
 	if err != nil {
 		return err
 	}
@@ -219,18 +217,44 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	return follow(ctx, o.Client, store, lead, created.Name, o.Timeout, o.IOStreams)
 }
 
-// undoClasses are the classes that an undo of orig may allow: those of the
-// pins its nodes had before it, for every node it may have started (asked
-// before orig is aborted, so that a refusal writes nothing).
-func undoClasses(orig *rollout.Rollout) []string {
-	var classes []string
-	for _, n := range orig.Spec.Nodes {
-		if pin := orig.NodeStatus(n).PreviousPin; pin != nil {
-			classes = append(classes, pin.AllowUnsafe...)
+// plan is the undo of orig, as rollout.Plan makes it from the nodes of
+// orig, the configs they run and go back to, and the other rollouts; its
+// warnings go to errOut.
+func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout, errOut io.Writer) (*rollout.Rollout, error) {
+	req := rollout.Request{Namespace: o.Namespace, Suffix: utilrand.String(5), UndoOf: orig}
+	if o.MaxUnavailable != "" {
+		v, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
+		req.MaxUnavailable = &v
+	}
+	if o.Canary >= 0 {
+		req.Canary = &o.Canary
+	}
+	list, err := o.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var nodes []corev1.Node
+	for _, n := range list.Items {
+		if slices.Contains(orig.Spec.Nodes, n.Name) {
+			nodes = append(nodes, n)
 		}
 	}
-	slices.Sort(classes)
-	return slices.Compact(classes)
+	var targets []*corev1.NodeConfigSource
+	for _, n := range orig.Spec.Nodes {
+		if prev := orig.NodeStatus(n).Previous; prev != nil && !slices.ContainsFunc(targets, func(t *corev1.NodeConfigSource) bool { return source.Equal(t, prev) }) {
+			targets = append(targets, prev)
+		}
+	}
+	facts, err := factsReader(o.Client, errOut).Read(ctx, nodes, nil, targets)
+	if err != nil {
+		return nil, err
+	}
+	if facts.Rollouts, err = o.Store.List(ctx); err != nil {
+		return nil, err
+	}
+	r, warnings, err := rollout.Plan(req, facts)
+	printWarnings(errOut, warnings)
+	return r, err
 }
 
 // original is the rollout to undo: NAME, or with --latest the newest that

@@ -4,7 +4,9 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -17,6 +19,26 @@ func Client(f genericclioptions.RESTClientGetter) (kubernetes.Interface, error) 
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// ObjectClients builds what a command that writes objects of any kind
+// needs from kubectl's global flags: a clientset, a dynamic client, and a
+// RESTMapper.
+func ObjectClients(f genericclioptions.RESTClientGetter) (kubernetes.Interface, dynamic.Interface, meta.RESTMapper, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mapper, err := f.ToRESTMapper()
+	return client, dyn, mapper, err
 }
 
 // ConfigNamespace is the namespace of dkc's ConfigMaps: -n when given,

@@ -38,7 +38,10 @@ import (
 
 // startPodControllers starts kube-controller-manager and, for Pods,
 // kube-scheduler, with the admin credential, serving nothing. For Pods it
-// waits until the controller manager published kube-root-ca.crt. For
+// waits until the controller manager published kube-root-ca.crt, and runs
+// the garbage collector, as every real cluster does: it deletes the pods
+// of a deleted DaemonSet or Deployment, and finishes a foreground
+// deletion (kubectl dkc uninstall). For
 // Kubeadm the controller manager also runs what kubeadm's control plane
 // runs for joining nodes: the bootstrap signer (it signs cluster-info for
 // token discovery), the token cleaner, the CSR approver and signer (they
@@ -53,7 +56,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 	c.hostCgroups = cgroupParents()
 	var controllers []string
 	if c.opts.Pods {
-		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller")
+		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller", "garbage-collector-controller")
 	}
 	if c.opts.Kubeadm {
 		controllers = append(controllers, "node-lifecycle-controller", "serviceaccount-controller", "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
@@ -266,6 +269,9 @@ type Deploy struct {
 	// last of a repeated flag wins), as an operator's kustomization would
 	// add them with a patch.
 	AgentArgs []string
+	// FieldManager is kubectl apply's --field-manager, when set: as
+	// kubectl-dkc, the apply stands for an earlier `kubectl dkc install`.
+	FieldManager string
 }
 
 // DeployDKC installs deploy/ (the agent's DaemonSet, the controller's
@@ -314,12 +320,12 @@ func (c *Cluster) DeployDKC(ctx context.Context, d Deploy) (string, error) {
 	if len(patches) > 0 {
 		k += "patches:\n" + strings.Join(patches, "")
 	}
-	return dir, c.applyKustomization(ctx, dir, k)
+	return dir, c.applyKustomization(ctx, dir, k, d.FieldManager)
 }
 
 // applyKustomization writes kustomization to dir and applies it with
-// `kubectl apply --server-side -k`.
-func (c *Cluster) applyKustomization(ctx context.Context, dir, kustomization string) error {
+// `kubectl apply --server-side -k`, as fieldManager when it is set.
+func (c *Cluster) applyKustomization(ctx context.Context, dir, kustomization, fieldManager string) error {
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		return err
 	}
@@ -327,7 +333,11 @@ func (c *Cluster) applyKustomization(ctx context.Context, dir, kustomization str
 	if err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-k", dir).CombinedOutput()
+	args := []string{"--kubeconfig", c.Kubeconfig, "apply", "--server-side", "-k", dir}
+	if fieldManager != "" {
+		args = append(args, "--field-manager", fieldManager)
+	}
+	out, err := exec.CommandContext(ctx, kubectl, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl apply -k %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
 	}

@@ -1,0 +1,260 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
+)
+
+func TestPlan(t *testing.T) {
+	const (
+		ns      = source.DefaultNamespace
+		maxPods = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 50\n"
+		static  = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncpuManagerPolicy: static\n"
+	)
+	// node is a Ready node that reports active config (none: its local
+	// config), with its InternalIP.
+	node := func(name, active, ip string) corev1.Node {
+		n := readyNode(name, nil)
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+		if active != "" {
+			n.Annotations = map[string]string{source.StatusAnnotation: `{"active":{"configMap":{"namespace":"kube-system","name":"` + active + `","kubeletConfigKey":"kubelet"}}}`}
+		}
+		return *n
+	}
+	configs := map[string]*kubeletconfigv1beta1.KubeletConfiguration{
+		ConfigKey(cm("static")): {CPUManagerPolicy: "static"},
+		ConfigKey(cm("pods")):   {MaxPods: 50},
+	}
+	fleet := []corev1.Node{node("n2", "pods", "10.0.0.2"), node("n1", "static", "10.0.0.1"), node("n3", "", "10.0.0.3")}
+	// defaults is the spec of a rollout of config with payload over
+	// nodes, as Plan makes it by default.
+	defaults := func(config string, payload string, nodes ...string) Spec {
+		return Spec{
+			Config: cm(config), Pin: source.NewPin(cm(config), []byte(payload), nil), Nodes: nodes,
+			MaxUnavailable: intstr.FromInt32(1), Canary: 1,
+			DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}},
+		}
+	}
+	running := func(name string, n ...string) *Rollout {
+		return New(ns, name, Spec{Config: cm("other"), Nodes: n, MaxUnavailable: intstr.FromInt32(1)})
+	}
+	at := metav1.NewMicroTime(time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC))
+	orig := New(ns, "r1", Spec{
+		Config: cm("static"), Nodes: []string{"n1", "n2", "n3", "n4", "n5"},
+		MaxUnavailable: intstr.FromString("50%"), Canary: 2, Drain: []string{"n2"},
+		DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: time.Minute}, Force: true},
+	})
+	orig.Status.Nodes = map[string]NodeStatus{
+		"n1": {Phase: Succeeded, Previous: cm("pods"), PreviousPin: source.NewPin(cm("pods"), []byte("pods"), []string{"security"}), Started: &at},
+		"n2": {Phase: Failed, Started: &at}, // was on its local config
+		"n3": {Phase: Skipped},
+		"n4": {Phase: InProgress, Previous: cm("older"), Started: &at},
+		"n5": {Phase: Waiting, Queued: true, Previous: cm("pods")}, // maybe started, not recorded so yet
+	}
+	undo := Spec{
+		Targets:        Targets{"n1": cm("pods"), "n2": nil, "n4": cm("older"), "n5": cm("pods")},
+		TargetPins:     TargetPins{"n1": source.NewPin(cm("pods"), []byte("pods"), []string{"security"})},
+		Nodes:          []string{"n1", "n2", "n4", "n5"},
+		MaxUnavailable: intstr.FromString("50%"), Canary: 2,
+		DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: time.Minute}, Force: true},
+		UndoOf:       "r1",
+	}
+	// n1 runs static and goes back to pods: a drain, as for n2, which
+	// the undone rollout drained.
+	undo.Drain = []string{"n1", "n2"}
+	untouched := New(ns, "r2", Spec{Config: cm("new"), Nodes: []string{"n1"}})
+	untouched.Status.Nodes = map[string]NodeStatus{"n1": {Phase: Waiting, Queued: true}}
+
+	tests := map[string]struct {
+		req          Request
+		facts        Facts
+		want         *Rollout
+		wantWarnings []string
+		wantErr      string
+	}{
+		"defaults: budget 1, canary 1, drain timeout 5m; named after the config; nodes by name": {
+			req:   Request{Namespace: ns, Suffix: "x1y2z", Config: cm("pods")},
+			facts: Facts{Nodes: []corev1.Node{fleet[2], fleet[0]}, Payload: []byte(maxPods), Configs: configs},
+			want:  New(ns, "pods-x1y2z", defaults("pods", maxPods, "n2", "n3")),
+		},
+		"the request's strategy, name and pin": {
+			req: Request{
+				Namespace: ns, Name: "mine", Config: cm("pods"), AllowUnsafe: []string{"security"}, Selector: "pool=a",
+				MaxUnavailable: ptr.To(intstr.FromString("10%")), Canary: ptr.To(0), Soak: time.Minute,
+				DrainTimeout: ptr.To(time.Duration(0)), DrainForce: true, DrainDeleteEmptyDirData: true,
+			},
+			facts: Facts{Nodes: fleet[:1], Payload: []byte(maxPods), Configs: configs},
+			want: New(ns, "mine", Spec{
+				Config: cm("pods"), Pin: source.NewPin(cm("pods"), []byte(maxPods), []string{"security"}), Nodes: []string{"n2"},
+				Selector: "pool=a", MaxUnavailable: intstr.FromString("10%"), Canary: 0, Soak: metav1.Duration{Duration: time.Minute},
+				DrainOptions: DrainSpec{Force: true, DeleteEmptyDirData: true},
+			}),
+		},
+		"a pin given (a pool's revision) is kept": {
+			req:   Request{Namespace: ns, Name: "p-1", Config: cm("pods"), Pin: source.NewPin(cm("pods"), []byte("as first read"), nil)},
+			facts: Facts{Nodes: fleet[:1], Payload: []byte(maxPods), Configs: configs},
+			want: func() *Rollout {
+				s := defaults("pods", maxPods, "n2")
+				s.Pin = source.NewPin(cm("pods"), []byte("as first read"), nil)
+				return New(ns, "p-1", s)
+			}(),
+		},
+		"a long config name is cut to 40 characters, without a trailing dash": {
+			req:   Request{Namespace: ns, Suffix: "x1y2z", Config: cm(strings.Repeat("a", 39) + "-bcdef")},
+			facts: Facts{Nodes: fleet[:1], Payload: []byte(maxPods)},
+			want:  New(ns, strings.Repeat("a", 39)+"-x1y2z", defaults(strings.Repeat("a", 39)+"-bcdef", maxPods, "n2")),
+		},
+		"no nodes": {
+			req:     Request{Namespace: ns, Config: cm("pods")},
+			facts:   Facts{Payload: []byte(maxPods)},
+			wantErr: "no nodes to roll out to",
+		},
+		"drain: only where the change needs it; a node whose config is unknown counts as the defaults": {
+			req:   Request{Namespace: ns, Name: "s", Config: cm("static"), AllowUnsafe: []string{"resource-managers"}, Drain: true},
+			facts: Facts{Nodes: fleet, Payload: []byte(static), Configs: configs},
+			want: func() *Rollout {
+				s := defaults("static", static, "n1", "n2", "n3")
+				s.Pin = source.NewPin(cm("static"), []byte(static), []string{"resource-managers"})
+				s.Drain = []string{"n2", "n3"}
+				return New(ns, "s", s)
+			}(),
+		},
+		"drain: a kubelet's /configz outranks the ConfigMap it reports": {
+			req: Request{Namespace: ns, Name: "s", Config: cm("static"), AllowUnsafe: []string{"resource-managers"}, Drain: true},
+			facts: Facts{Nodes: fleet, Payload: []byte(static), Configs: configs, Live: map[string]*kubeletconfigv1beta1.KubeletConfiguration{
+				"n2": {CPUManagerPolicy: "static"}, "n3": {CPUManagerPolicy: "static"},
+			}},
+			want: func() *Rollout {
+				s := defaults("static", static, "n1", "n2", "n3")
+				s.Pin = source.NewPin(cm("static"), []byte(static), []string{"resource-managers"})
+				return New(ns, "s", s)
+			}(),
+		},
+		"drain: leaving a policy for the default drains the node that ran it": {
+			req:   Request{Namespace: ns, Name: "p", Config: cm("pods"), AllowUnsafe: []string{"resource-managers"}, Drain: true},
+			facts: Facts{Nodes: fleet, Payload: []byte(maxPods), Configs: configs},
+			want: func() *Rollout {
+				s := defaults("pods", maxPods, "n1", "n2", "n3")
+				s.Pin = source.NewPin(cm("pods"), []byte(maxPods), []string{"resource-managers"})
+				s.Drain = []string{"n1"}
+				return New(ns, "p", s)
+			}(),
+		},
+		"drain: refused when the request does not allow it, naming the first node": {
+			req:     Request{Namespace: ns, Name: "s", Config: cm("static"), AllowUnsafe: []string{"resource-managers"}},
+			facts:   Facts{Nodes: fleet, Payload: []byte(static), Configs: configs},
+			wantErr: `config kube-system/static changes cpuManagerPolicy "" -> "static" on node/n2 and 1 more nodes: the kubelet must not run pods through that change: add --drain (a pool: spec.strategy.drain: true) to cordon and drain each such node first`,
+		},
+		"drain: refused when the pin does not allow the class": {
+			req:     Request{Namespace: ns, Name: "s", Config: cm("static"), Drain: true},
+			facts:   Facts{Nodes: fleet, Payload: []byte(static), Configs: configs},
+			wantErr: `config kube-system/static changes cpuManagerPolicy "" -> "static" (resource-managers), which the agents refuse unless the rollout allows it: add --allow-unsafe=resource-managers (a pool: spec.allowUnsafe)`,
+		},
+		"to-local: a node whose config sets a policy drains; the agents do not check a local config": {
+			req:   Request{Namespace: ns, Suffix: "x1y2z", Drain: true},
+			facts: Facts{Nodes: fleet, Configs: configs},
+			want: New(ns, "to-local-x1y2z", Spec{
+				Nodes: []string{"n1", "n2", "n3"}, MaxUnavailable: intstr.FromInt32(1), Canary: 1,
+				DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}, Drain: []string{"n1"},
+			}),
+		},
+		"node-specific fields: one node's address for many is refused": {
+			req:     Request{Namespace: ns, Name: "snap", Config: cm("snap")},
+			facts:   Facts{Nodes: fleet, Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n")},
+			wantErr: `config kube-system/snap sets node-specific fields to one node's values while the target nodes differ: address "10.0.0.1" (the value of n1; 2 other target nodes run another). Remove these fields from the config, or run the agents with --apply-mode=dropin and roll out a partial config with only the fields you change (docs/rollout.md, "One config for every node")`,
+		},
+		"node-specific fields: one node's address for that node alone passes": {
+			req:   Request{Namespace: ns, Name: "snap", Config: cm("snap")},
+			facts: Facts{Nodes: fleet[1:2], Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n")},
+			want:  New(ns, "snap", defaults("snap", "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n", "n1")),
+		},
+		"overlap: refused by default": {
+			req:     Request{Namespace: ns, Name: "p", Config: cm("pods")},
+			facts:   Facts{Nodes: fleet, Payload: []byte(maxPods), Rollouts: []*Rollout{running("busy", "n3")}},
+			wantErr: `rollout "busy" is Running over node/n3: finish it (kubectl dkc rollout resume busy) or abort it (kubectl dkc rollout abort busy) first`,
+		},
+		"overlap: with WaitOnOverlap the node is left out, and waits": {
+			req:          Request{Namespace: ns, Name: "p", Config: cm("pods"), Overlap: WaitOnOverlap},
+			facts:        Facts{Nodes: fleet, Payload: []byte(maxPods), Rollouts: []*Rollout{running("busy", "n3")}},
+			want:         New(ns, "p", defaults("pods", maxPods, "n1", "n2")),
+			wantWarnings: []string{"node/n3 waits for rollout busy (Running) to end"},
+		},
+		"overlap: with WaitOnOverlap and every node covered, the overlap is the error": {
+			req:     Request{Namespace: ns, Name: "p", Config: cm("pods"), Overlap: WaitOnOverlap},
+			facts:   Facts{Nodes: fleet[2:], Payload: []byte(maxPods), Rollouts: []*Rollout{running("busy", "n3")}},
+			wantErr: `rollout "busy" is Running over node/n3: finish it (kubectl dkc rollout resume busy) or abort it (kubectl dkc rollout abort busy) first`,
+		},
+		"overlap: a finished rollout covers nothing": {
+			req: Request{Namespace: ns, Name: "p", Config: cm("pods")},
+			facts: Facts{Nodes: fleet[2:], Payload: []byte(maxPods), Rollouts: []*Rollout{func() *Rollout {
+				r := running("done", "n3")
+				r.Status.State = Done
+				return r
+			}()}},
+			want: New(ns, "p", defaults("pods", maxPods, "n3")),
+		},
+		"a config that does not decode is the agents' to refuse": {
+			req:          Request{Namespace: ns, Name: "bad", Config: cm("bad")},
+			facts:        Facts{Nodes: fleet[:1], Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: many\n")},
+			want:         New(ns, "bad", defaults("bad", "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: many\n", "n2")),
+			wantWarnings: []string{`config kube-system/bad does not decode (load kubelet config: maxPods: cannot decode string as int32): the agents will refuse it`},
+		},
+		"undo: every node started or queued goes back, under the undone rollout's strategy and drains": {
+			req:   Request{Namespace: ns, Suffix: "x1y2z", UndoOf: orig},
+			facts: Facts{Nodes: []corev1.Node{node("n1", "static", "10.0.0.1")}, Configs: configs, Rollouts: []*Rollout{orig}},
+			want:  New(ns, "undo-r1-x1y2z", undo),
+		},
+		"undo: the request's budget and canary": {
+			req:   Request{Namespace: ns, Name: "u", UndoOf: orig, MaxUnavailable: ptr.To(intstr.FromInt32(3)), Canary: ptr.To(0)},
+			facts: Facts{Nodes: []corev1.Node{node("n1", "static", "10.0.0.1")}, Configs: configs},
+			want: func() *Rollout {
+				s := undo
+				s.MaxUnavailable, s.Canary = intstr.FromInt32(3), 0
+				return New(ns, "u", s)
+			}(),
+		},
+		"undo: another rollout over its nodes is refused": {
+			req:     Request{Namespace: ns, Name: "u", UndoOf: orig},
+			facts:   Facts{Rollouts: []*Rollout{orig, running("busy", "n4")}},
+			wantErr: `rollout "busy" is Running over node/n4: finish it (kubectl dkc rollout resume busy) or abort it (kubectl dkc rollout abort busy) first`,
+		},
+		"undo: a rollout that only queued a node started none": {
+			req:     Request{Namespace: ns, Name: "u", UndoOf: untouched},
+			wantErr: "nothing to undo: the rollout started no node",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, warnings, err := Plan(tc.req, tc.facts)
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("rollout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAllowedClasses(t *testing.T) {
+	r := New("kube-system", "u", Spec{
+		Pin:        source.NewPin(cm("a"), []byte("a"), []string{"security"}),
+		TargetPins: TargetPins{"n1": source.NewPin(cm("b"), []byte("b"), []string{"redirect", "security"}), "n2": nil},
+	})
+	if diff := cmp.Diff([]string{"redirect", "security"}, AllowedClasses(r)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
