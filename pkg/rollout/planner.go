@@ -198,11 +198,6 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("config %s does not decode (%v): the agents will refuse it", DescribeTarget(spec.Config), err))
 		} else {
 			target = cfg
-			allowed := classes(spec.Pin)
-			if changes := kubeletconfig.NeedsOptIn(cfg, allowed); len(changes) > 0 {
-				warnings = append(warnings, fmt.Sprintf("configmap %s %s; elsewhere, the rollout must allow it: %s (a pool: spec.allowUnsafe; docs/security.md)",
-					DescribeTarget(spec.Config), kubeletconfig.FormatNeedsOptIn(changes), kubeletconfig.AllowFlag(changes)))
-			}
 		}
 	}
 
