@@ -56,6 +56,9 @@ func TestStartValidate(t *testing.T) {
 			wantErr: "--digest cannot be used with --to-local: a node's local config has no bytes in a ConfigMap to check"},
 		"a short digest": {opts: valid(func(o *StartOptions) { o.Digest = "sha256:6f1ed002ab55" }),
 			wantErr: `invalid --digest "sha256:6f1ed002ab55": write the full digest, "sha256:" and 64 lowercase hex digits, as kubectl dkc push prints it`},
+		"windows": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h Europe/Berlin", "Sat,Sun 00:00 48h"} })},
+		"a bad window": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h", "weekends 10:00 2h"} }),
+			wantErr: `invalid --window: window "weekends 10:00 2h": day "weekends" is not one of Mon, Tue, Wed, Thu, Fri, Sat, Sun: the form is ` + rollout.WindowForm},
 		"force without drain": {opts: valid(func(o *StartOptions) { o.DrainForce = true }), wantErr: "--drain-force and --drain-delete-emptydir-data need --drain"},
 		"bad name":            {opts: valid(func(o *StartOptions) { o.Name = "Bad_Name" }), wantErr: `invalid --name "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 	}

@@ -56,6 +56,10 @@ type StartOptions struct {
 	// TimeoutSet is whether --timeout was given.
 	TimeoutSet bool
 
+	// Windows is --window: the maintenance windows in which nodes start,
+	// each in the form rollout.WindowForm.
+	Windows []string
+
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
@@ -150,6 +154,9 @@ Exit codes with --wait:
   # Print the planned waves without changing anything
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --dry-run=client
 
+  # Start nodes only on weekday nights, Berlin time
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --window 'Mon-Fri 22:00 4h Europe/Berlin'
+
   # A config that changes cpuManagerPolicy: drain each node first
   kubectl dkc rollout start --config static-cpu-7h2m9k4g5b --all --drain --drain-timeout 10m --wait
 
@@ -175,6 +182,7 @@ Exit codes with --wait:
 	fl.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long to wait for one node's pods to be evicted; 0 means forever.")
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
+	fl.StringArrayVar(&o.Windows, "window", o.Windows, "A maintenance window in which nodes start, repeatable: 'DAYS HH:MM DURATION [TIME-ZONE]', e.g. 'Mon-Fri 22:00 4h Europe/Berlin'. Outside every window no node starts; nodes already started finish.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
@@ -243,6 +251,9 @@ func (o *StartOptions) Validate() error {
 	}
 	if o.Soak < 0 || o.Timeout < 0 || o.DrainTimeout < 0 {
 		return errors.New("--soak, --timeout and --drain-timeout must not be negative")
+	}
+	if _, err := o.windows(); err != nil {
+		return err
 	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
 		return err
@@ -345,6 +356,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 // request is the rollout the flags ask for, with the classes allow.
 func (o *StartOptions) request(allow []string) rollout.Request {
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
+	windows, _ := o.windows()
 	return rollout.Request{
 		Namespace:               o.Namespace,
 		Name:                    o.Name,
@@ -360,7 +372,21 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 		DrainTimeout:            &o.DrainTimeout,
 		DrainForce:              o.DrainForce,
 		DrainDeleteEmptyDirData: o.DrainEmptyDir,
+		Windows:                 windows,
 	}
+}
+
+// windows parses --window.
+func (o *StartOptions) windows() (rollout.Windows, error) {
+	var ws rollout.Windows
+	for _, s := range o.Windows {
+		w, err := rollout.ParseWindow(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --window: %w", err)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
 }
 
 // factsReader reads what the nodes run for rollout.Plan, /configz
