@@ -78,7 +78,8 @@ func cm(name string) *corev1.NodeConfigSource {
 }
 
 // TestProgressLines checks the lines scripts parse when stdout is not a
-// terminal: one per phase change, none for a repeat.
+// terminal: one per phase change, and per change of the state or its
+// reason, none for a repeat.
 func TestProgressLines(t *testing.T) {
 	var buf bytes.Buffer
 	p := newProgress(&buf)
@@ -90,6 +91,10 @@ func TestProgressLines(t *testing.T) {
 		r.Status.Nodes[n] = rollout.NodeStatus{Phase: ph, Error: errText}
 	}
 	p.update(r)
+	r.Status.Reason = "OutsideWindow: no node starts before the next maintenance window, at 2026-11-30T22:00:00Z"
+	p.update(r)
+	p.update(r)
+	r.Status.Reason = ""
 	set("n1", rollout.InProgress, "")
 	p.update(r)
 	p.update(r)
@@ -101,7 +106,9 @@ func TestProgressLines(t *testing.T) {
 	p.update(r)
 	p.finish(r)
 	want := `rollout/r1 Running
+rollout/r1 Running reason=OutsideWindow: no node starts before the next maintenance window, at 2026-11-30T22:00:00Z
 rollout/r1 node/n1 InProgress wave=0
+rollout/r1 Running
 rollout/r1 node/n1 Done wave=0
 rollout/r1 node/n2 InProgress wave=1
 rollout/r1 node/n2 Failed wave=1 error=rolled back
