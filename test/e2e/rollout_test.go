@@ -311,8 +311,8 @@ func TestRollout(t *testing.T) {
 		bg := startDKCBackground(t, c, "rollout", "start", "--config", "ro-w", "--all", "--name", "w", "--window", window, "--wait", "--timeout", "5m")
 		want := "OutsideWindow: no node starts before the next maintenance window, at " + opens.Format(time.RFC3339)
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			r := readDKC(t, c, "rollout", "status", "w", "-o", "jsonpath={.status.reason}")
-			return r.Stdout == want, nil
+			// Before the client created the rollout, status exits 1.
+			return dkc(t, c, "", "rollout", "status", "w", "-o", "jsonpath={.status.reason}").Stdout == want, nil
 		}); err != nil {
 			t.Fatalf("the rollout never said %q (window %q): %v; stderr:\n%s", want, window, err, bg.stderr())
 		}
