@@ -132,6 +132,15 @@ func (w Window) String() string {
 	return s
 }
 
+// String gives ws in the form of --window, separated by "; ".
+func (ws Windows) String() string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
 // compiled is a window ready to test times against.
 type compiled struct {
 	days     [7]bool

@@ -182,10 +182,17 @@ func TestPrintPlan(t *testing.T) {
 	o := NewStartOptions(streams)
 	o.DryRun = util.DryRunClient
 	spec := rollout.Spec{Config: cm("a"), Nodes: []string{"n1", "n2", "n3"}, Canary: 1, MaxUnavailable: intstr.FromInt32(2), Drain: []string{"n3"}}
+	for _, s := range []string{"Mon-Fri 22:00 4h Europe/Berlin", "Sun 10:00 90m"} {
+		w, err := rollout.ParseWindow(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Windows = append(spec.Windows, w)
+	}
 	if err := o.printPlan(rollout.New("kube-system", "r1", spec)); err != nil {
 		t.Fatal(err)
 	}
-	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes
+	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes, starts nodes only in the windows Mon,Tue,Wed,Thu,Fri 22:00 4h0m0s Europe/Berlin; Sun 10:00 1h30m0s
 WAVE         NODES   DRAIN
 0 (canary)   n1      
 1            n2,n3   n3
