@@ -92,6 +92,9 @@ type Request struct {
 	UndoOf *Rollout
 	// Overlap is what to do with a node another unfinished rollout covers.
 	Overlap OverlapPolicy
+	// Windows are the maintenance windows in which nodes start; none: at
+	// any time. An undo is not held to the undone rollout's windows.
+	Windows Windows
 }
 
 // Facts are what the caller found in the cluster. Anything it could not
@@ -167,6 +170,10 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := req.Windows.Validate("windows"); err != nil {
+		return nil, nil, err
+	}
+	spec.Windows = req.Windows.DeepCopy()
 	if req.MaxUnavailable != nil {
 		spec.MaxUnavailable = *req.MaxUnavailable
 	}

@@ -57,6 +57,10 @@ type StartOptions struct {
 	// TimeoutSet is whether --timeout was given.
 	TimeoutSet bool
 
+	// Windows is --window: the maintenance windows in which nodes start,
+	// each in the form rollout.WindowForm.
+	Windows []string
+
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
@@ -88,8 +92,7 @@ func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.
 		Long: `Roll a kubelet config out over nodes: --canary nodes first, then the rest,
 never more than --max-unavailable down at once, halting on a node's error.
 --dry-run prints the waves and, per node, the classes the config changes
-there and the exact --allow-unsafe it needs. Budget, soak, drains, the
-controller and exit codes: docs/rollout.md, "Roll out".`,
+and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
 		Example: `  # Every node: one canary, then one node at a time; follow it here
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
@@ -112,6 +115,7 @@ controller and exit codes: docs/rollout.md, "Roll out".`,
 	fl.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long to wait for one node's pods to be evicted; 0 means forever.")
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
+	fl.StringArrayVar(&o.Windows, "window", o.Windows, "A maintenance window in which nodes start, repeatable: 'DAYS HH:MM DURATION [TIME-ZONE]', e.g. 'Mon-Fri 22:00 4h Europe/Berlin'. Outside every window no node starts; nodes already started finish.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
@@ -180,6 +184,9 @@ func (o *StartOptions) Validate() error {
 	}
 	if o.Soak < 0 || o.Timeout < 0 || o.DrainTimeout < 0 {
 		return errors.New("--soak, --timeout and --drain-timeout must not be negative")
+	}
+	if _, err := o.windows(); err != nil {
+		return err
 	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
 		return err
@@ -288,6 +295,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 // request is the rollout the flags ask for, with the classes allow.
 func (o *StartOptions) request(allow []string) rollout.Request {
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
+	windows, _ := o.windows()
 	return rollout.Request{
 		Namespace:               o.Namespace,
 		Name:                    o.Name,
@@ -303,7 +311,21 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 		DrainTimeout:            &o.DrainTimeout,
 		DrainForce:              o.DrainForce,
 		DrainDeleteEmptyDirData: o.DrainEmptyDir,
+		Windows:                 windows,
 	}
+}
+
+// windows parses --window.
+func (o *StartOptions) windows() (rollout.Windows, error) {
+	var ws rollout.Windows
+	for _, s := range o.Windows {
+		w, err := rollout.ParseWindow(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --window: %w", err)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
 }
 
 // factsReader reads what the nodes run for rollout.Plan, /configz
