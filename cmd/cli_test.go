@@ -257,3 +257,43 @@ func TestCompletionScript(t *testing.T) {
 		t.Errorf("kubectl-dkc __complete rollout ab: exit %d, stdout:\n%s", got.Code, got.Stdout)
 	}
 }
+
+// TestPluginCompletion: "kubectl dkc <TAB>" goes through
+// kubectl_complete-dkc on the PATH. The helper shipped in the repository
+// and the one that completion --help's commands write into a krew install
+// (krew links only kubectl-dkc) both answer kubectl's __complete request
+// through kubectl-dkc.
+func TestPluginCompletion(t *testing.T) {
+	help := runBinary(t, dkcBinary, "completion", "--help")
+	var setup []string
+	for _, line := range strings.Split(help.Stdout, "\n") {
+		if strings.Contains(line, "KREW_ROOT") {
+			setup = append(setup, strings.TrimSpace(line))
+		}
+	}
+	if len(setup) != 2 {
+		t.Fatalf("completion --help: want the two commands that set up completion after a krew install, got %q in:\n%s", setup, help.Stdout)
+	}
+	krewRoot := t.TempDir()
+	if err := os.Mkdir(filepath.Join(krewRoot, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("/bin/sh", "-ec", strings.Join(setup, "\n"))
+	sh.Env = []string{"HOME=" + t.TempDir(), "KREW_ROOT=" + krewRoot, "PATH=/usr/bin:/bin"}
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("the commands of completion --help: %v\n%s", err, out)
+	}
+	repo, err := filepath.Abs("../kubectl_complete-dkc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, helper := range []string{repo, filepath.Join(krewRoot, "bin", "kubectl_complete-dkc")} {
+		// kubectl runs the helper with the words after "kubectl dkc".
+		c := exec.Command(helper, "rollout", "ab")
+		c.Env = []string{"HOME=" + t.TempDir(), "PATH=" + filepath.Dir(dkcBinary) + ":/usr/bin:/bin"}
+		out, err := c.Output()
+		if err != nil || !strings.HasPrefix(string(out), "abort\t") || !strings.Contains(string(out), "\n:4\n") {
+			t.Errorf("%s rollout ab: %v, stdout:\n%s\nwant abort and cobra's directive :4", helper, err, out)
+		}
+	}
+}

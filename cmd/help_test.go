@@ -23,15 +23,7 @@ func TestGlobalOptions(t *testing.T) {
 		if len(path) > 0 && path[0] == "options" {
 			return
 		}
-		var out bytes.Buffer
-		root := cmd.NewCmdDKC(genericiooptions.IOStreams{Out: &out, ErrOut: &out})
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append(path, "--help"))
-		if err := root.Execute(); err != nil {
-			t.Fatalf("%s --help: %v", c.CommandPath(), err)
-		}
-		help := out.String()
+		help := helpOf(t, c)
 		if !strings.HasSuffix(help, "\n"+globalOptionsLine+"\n") {
 			t.Errorf("%s --help does not end with %q:\n%s", c.CommandPath(), globalOptionsLine, help)
 		}
@@ -195,4 +187,31 @@ func TestInvalidOutput(t *testing.T) {
 			t.Errorf("%s -o bogus: exit %d, stderr:\n%s\nwant exit 1 and %q...", strings.Join(args, " "), r.Code, r.Stderr, want)
 		}
 	}
+}
+
+// maxHelpLines is a screen: every command's --help fits on one. Depth
+// lives in docs/, which the help points at.
+const maxHelpLines = 40
+
+// TestHelpFitsOnAScreen: no command's --help is longer than a screen.
+func TestHelpFitsOnAScreen(t *testing.T) {
+	walk(cmd.NewCmdDKC(genericiooptions.NewTestIOStreamsDiscard()), func(c *cobra.Command) {
+		if n := strings.Count(helpOf(t, c), "\n"); n > maxHelpLines {
+			t.Errorf("%s --help has %d lines, more than a screen (%d): move the depth to docs/", c.CommandPath(), n, maxHelpLines)
+		}
+	})
+}
+
+// helpOf returns what c's --help prints, run in a fresh command tree.
+func helpOf(t *testing.T, c *cobra.Command) string {
+	t.Helper()
+	var out bytes.Buffer
+	root := cmd.NewCmdDKC(genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append(strings.Fields(c.CommandPath())[2:], "--help"))
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%s --help: %v", c.CommandPath(), err)
+	}
+	return out.String()
 }

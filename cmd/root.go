@@ -30,19 +30,14 @@ func NewCmdDKC(streams genericiooptions.IOStreams) *cobra.Command {
 		// completion scripts complete; the help reads "kubectl dkc".
 		Use:   "kubectl-dkc",
 		Short: "Dynamic Kubelet Configuration, out of tree",
-		Long: `kubectl dkc reconfigures live kubelets through the Kubernetes API.
-
-Put a KubeletConfiguration in a ConfigMap, point nodes at it, and the dkc agent
-on each node checkpoints it, restarts the kubelet on it, checks its health,
-falls back to the last-known-good config if it is bad, and reports status.
-It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.`,
+		Long: `kubectl dkc reconfigures live kubelets through the Kubernetes API: put a
+KubeletConfiguration in a ConfigMap, point nodes at it, and the dkc agent on
+each node applies it, checks its health and falls back if it is bad. It
+replaces Dynamic Kubelet Configuration. Guide: docs/user-guide.md.`,
 		Example: `  # The whole workflow
   kubectl dkc snapshot node-1 > kubelet.json
-  $EDITOR kubelet.json
   kubectl dkc push kubelet.json --name my-node-config
-  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait
-  kubectl dkc status
-  kubectl dkc reset node-1`,
+  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait`,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl dkc",
 		},
@@ -59,7 +54,39 @@ It replaces Dynamic Kubelet Configuration, removed from Kubernetes in 1.24/1.26.
 	addCommands(cmd, configFlags, streams)
 	usage.SetGlobalOptions(cmd)
 	usage.Set(cmd)
+	setCompletionHelp(cmd)
 	return cmd
+}
+
+// PluginCompletionSetup are the commands that put kubectl_complete-dkc on
+// the PATH of a krew install, where kubectl (1.26+) looks for it to
+// complete "kubectl dkc". krew links only a plugin's one bin
+// (kubectl-dkc) into its bin directory; it unpacks the helper in the
+// archive beside it, off the PATH (kubernetes-sigs/krew#812).
+const PluginCompletionSetup = `  printf '#!/usr/bin/env sh\nexec kubectl-dkc __complete "$@"\n' >"${KREW_ROOT:-$HOME/.krew}/bin/kubectl_complete-dkc"
+  chmod +x "${KREW_ROOT:-$HOME/.krew}/bin/kubectl_complete-dkc"`
+
+// setCompletionHelp says in completion --help how "kubectl dkc <TAB>"
+// completes, and what a krew install needs for it.
+func setCompletionHelp(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Long = `Generate the completion script of kubectl-dkc for a shell.
+
+"kubectl dkc <TAB>" is completed by kubectl (1.26 and later), once its own
+completion is loaded (source <(kubectl completion bash)): it runs the
+executable kubectl_complete-dkc from your PATH, which asks kubectl-dkc.
+make install and the release archive put it next to kubectl-dkc. After
+"kubectl krew install", which links only kubectl-dkc onto your PATH, run
+once:
+
+` + PluginCompletionSetup + `
+
+To complete the binary itself, "kubectl-dkc <TAB>", load the script of your
+shell: see "kubectl dkc completion SHELL --help".`
+	}
 }
 
 // Execute runs the root command and returns the process exit code. Errors

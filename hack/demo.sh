@@ -75,9 +75,10 @@ for _ in $(seq 1 60); do
 done
 run kubectl dkc status
 
-bold "A config that points the kubelet at another container runtime: push names the field and its class"
+bold "A config that points the kubelet at another container runtime: a dry run names, per node, the field, its class and the opt-in it needs"
 sed -i 's#^containerRuntimeEndpoint: .*#containerRuntimeEndpoint: unix:///nonexistent/containerd.sock#' "$work/kubelet_configz_$node"
 bad=$(kubectl dkc push "$work/kubelet_configz_$node" --name demo-bad -o name)
+run kubectl dkc assign "$node" --config "${bad#configmap/}" --dry-run=server
 bold "The agent refuses it before touching the kubelet: only the assigner can allow its class (redirect)"
 run kubectl dkc assign "$node" --config "${bad#configmap/}" --wait --timeout 2m
 run kubectl dkc status -o wide

@@ -10,12 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/itchyny/gojq"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 )
@@ -60,6 +62,27 @@ func Snapshot(ctx context.Context, client rest.Interface, t *Transformer, nodeNa
 		return nil, err
 	}
 	return t.Transform(ctx, raw)
+}
+
+// Running returns the config node nodeName's kubelet runs: its configz, read
+// as Snapshot reads it, decoded leniently (a kubelet newer than dkc may show
+// fields dkc does not know). This is the one way the CLI learns what a node
+// runs, for a rollout's drain plan, its check for node-specific values, and
+// what a dry-run of assign or rollout start would change.
+// A nil client (a fake clientset's) is an error.
+func Running(ctx context.Context, client rest.Interface, nodeName string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+	if client == nil || reflect.ValueOf(client).IsNil() {
+		return nil, errors.New("no REST client to read /configz with")
+	}
+	doc, err := Snapshot(ctx, client, &Transformer{}, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := kubeletconfig.Decode(doc, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
+	if err != nil {
+		return nil, fmt.Errorf("node %q: configz: %w", nodeName, err)
+	}
+	return cfg, nil
 }
 
 // withBody adds to err the plain-text body the apiserver's proxy answered

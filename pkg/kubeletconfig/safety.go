@@ -210,33 +210,77 @@ func FormatChanges(changes []Change) string {
 	return JoinBounded(parts, ", ")
 }
 
-// NeedsOptIn lists the fields cfg sets away from the kubelet's defaults in
-// a class that an agent refuses to change unless the assignment allows it,
-// leaving out the classes in allowed: what push and rollout start --dry-run
-// show before anything reaches a node, which knows nothing of the nodes'
-// running configs.
-func NeedsOptIn(cfg *kubeletconfigv1beta1.KubeletConfiguration, allowed []SafetyClass) []Change {
-	return Refused(Classify(nil, cfg), allowed)
+// NeedsOptIn lists the changes that the config document payload makes to
+// live, the config a node's kubelet runs (its /configz), in a class that
+// the node's agent refuses unless the assignment allows it: what assign and
+// rollout start --dry-run show for each node. payload is laid over live as
+// the kubelet lays a drop-in over its config (MergePatch): a field payload
+// leaves out keeps what the node runs, as the kubelet computes it again (a
+// serving certificate under its cert dir) or takes it from a flag or a
+// drop-in. (An agent in replace mode also counts a field that the node's
+// config file sets and payload leaves out, and refuses it naming the flag.)
+// A snapshot of the node needs none: it sets the node's own values.
+func NeedsOptIn(live *kubeletconfigv1beta1.KubeletConfiguration, payload []byte) ([]Change, error) {
+	patch, _, err := DecodePartial(payload, DecodeOptions{AllowUnknownFields: true})
+	if err != nil {
+		return nil, err
+	}
+	base, err := json.Marshal(live)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	merged, err := MergePatch(base, patch)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := Decode(merged, DecodeOptions{AllowUnknownFields: true})
+	if err != nil {
+		return nil, err
+	}
+	return Refused(Classify(live, cfg), nil), nil
 }
 
-// FormatNeedsOptIn is the one text for NeedsOptIn's changes: the fields
-// grouped by class, in the order the classes first appear, and what a node
-// does with them.
-func FormatNeedsOptIn(changes []Change) string {
-	var classes []SafetyClass
-	fields := map[SafetyClass][]string{}
+// OptInReport is the one text, for one node, of what NeedsOptIn found and
+// allowed (the assignment's --allow-unsafe) does with it: the exact
+// --allow-unsafe the config needs there, or none. refused says whether
+// the node's agent would refuse the config as allowed stands.
+func OptInReport(changes []Change, allowed []SafetyClass) (text string, refused bool) {
+	if len(changes) == 0 {
+		return "needs no --allow-unsafe: the config changes no field of a class that needs one", false
+	}
+	flag := AllowFlag(changes)
+	if missing := Refused(changes, allowed); len(missing) > 0 {
+		return fmt.Sprintf("needs %s, or its agent refuses the config (%s): it changes %s", flag, givenFlag(allowed), FormatChanges(changes)), true
+	}
+	return fmt.Sprintf("needs %s: it changes %s", flag, FormatChanges(changes)), false
+}
+
+// givenFlag names the --allow-unsafe given, or says that none was.
+func givenFlag(allowed []SafetyClass) string {
+	if len(allowed) == 0 {
+		return "no --allow-unsafe given"
+	}
+	names := make([]string, len(allowed))
+	for i, c := range allowed {
+		names[i] = string(c)
+	}
+	return "given --allow-unsafe=" + strings.Join(names, ",")
+}
+
+// UnusedClasses returns the classes of allowed that no change of changes
+// (every node's NeedsOptIn) is in: an opt-in wider than the config needs.
+func UnusedClasses(allowed []SafetyClass, changes []Change) []SafetyClass {
+	used := map[SafetyClass]bool{}
 	for _, c := range changes {
-		if _, ok := fields[c.Class]; !ok {
-			classes = append(classes, c.Class)
+		used[c.Class] = true
+	}
+	var unused []SafetyClass
+	for _, c := range allowed {
+		if !used[c] {
+			unused = append(unused, c)
 		}
-		fields[c.Class] = append(fields[c.Class], shortValue(c.Field))
 	}
-	parts := make([]string, len(classes))
-	for i, c := range classes {
-		parts[i] = fmt.Sprintf("%s (%s)", c, JoinBounded(fields[c], ", "))
-	}
-	return "sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: " +
-		strings.Join(parts, ", ") + ". A node whose kubelet runs the same values applies them"
+	return unused
 }
 
 // AllowFlag is the --allow-unsafe flag that allows every change of

@@ -560,3 +560,87 @@ func TestClassifyByValue(t *testing.T) {
 		})
 	}
 }
+
+// What assign and rollout start --dry-run say for one node: a snapshot of
+// the node itself needs no opt-in, nor does a config that leaves out what the
+// kubelet computes; a changed path needs exactly its class, and the text
+// says whether the given --allow-unsafe is enough.
+func TestOptInReport(t *testing.T) {
+	live := &config{StaticPodPath: "/etc/kubernetes/manifests", ContainerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+		ClusterDNS: []string{"10.96.0.10"}, MaxPods: 110, TLSCertFile: "/var/lib/kubelet/pki/kubelet.crt",
+		Authorization:  kubeletconfigv1beta1.KubeletAuthorization{Mode: "Webhook"},
+		Authentication: kubeletconfigv1beta1.KubeletAuthentication{X509: kubeletconfigv1beta1.KubeletX509Authentication{ClientCAFile: "/etc/kubernetes/pki/ca.crt"}}}
+	const head = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n"
+	snapshot, err := yaml.Marshal(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const moved = head + "staticPodPath: /srv/pods\nmaxPods: 50\n"
+	tests := map[string]struct {
+		payload     string
+		allowed     []SafetyClass
+		wantText    string
+		wantRefused bool
+	}{
+		"the node's own snapshot": {
+			payload:  head + string(snapshot),
+			wantText: "needs no --allow-unsafe: the config changes no field of a class that needs one",
+		},
+		// The kubelet computes tlsCertFile again, and keeps the client CA
+		// beside the webhook setting.
+		"a config that leaves out what the node runs": {
+			payload:  head + "maxPods: 50\nauthentication:\n  webhook:\n    enabled: true\n",
+			wantText: "needs no --allow-unsafe: the config changes no field of a class that needs one",
+		},
+		"a moved static pod path, nothing allowed": {
+			payload:     moved,
+			wantText:    `needs --allow-unsafe=host-access, or its agent refuses the config (no --allow-unsafe given): it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
+			wantRefused: true,
+		},
+		"a moved static pod path, another class allowed": {
+			payload:     moved,
+			allowed:     []SafetyClass{Redirect},
+			wantText:    `needs --allow-unsafe=host-access, or its agent refuses the config (given --allow-unsafe=redirect): it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
+			wantRefused: true,
+		},
+		"a moved static pod path, allowed": {
+			payload:  moved,
+			allowed:  []SafetyClass{HostAccess, Redirect},
+			wantText: `needs --allow-unsafe=host-access: it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
+		},
+		"a field set to null goes back to its default": {
+			payload:     head + "staticPodPath: null\n",
+			wantText:    `needs --allow-unsafe=host-access, or its agent refuses the config (no --allow-unsafe given): it changes staticPodPath "/etc/kubernetes/manifests" -> "" (host-access)`,
+			wantRefused: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			changes, err := NeedsOptIn(live, []byte(tc.payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, refused := OptInReport(changes, tc.allowed)
+			if diff := cmp.Diff(tc.wantText, text); diff != "" {
+				t.Errorf("text (-want +got):\n%s", diff)
+			}
+			if refused != tc.wantRefused {
+				t.Errorf("refused = %v, want %v", refused, tc.wantRefused)
+			}
+		})
+	}
+	if _, err := NeedsOptIn(live, []byte("maxPods: 50\n")); err == nil {
+		t.Error("NeedsOptIn of a payload without kind: no error")
+	}
+}
+
+func TestUnusedClasses(t *testing.T) {
+	changes := []Change{{Class: HostAccess, Field: "staticPodPath"}, {Class: HostAccess, Field: "volumePluginDir"}}
+	got := UnusedClasses([]SafetyClass{HostAccess, Security, Redirect}, changes)
+	if diff := cmp.Diff([]SafetyClass{Security, Redirect}, got); diff != "" {
+		t.Errorf("UnusedClasses (-want +got):\n%s", diff)
+	}
+	if got := UnusedClasses(nil, changes); got != nil {
+		t.Errorf("UnusedClasses(nil) = %v, want nil", got)
+	}
+}

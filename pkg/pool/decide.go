@@ -83,6 +83,9 @@ func Decide(in Input) Output {
 	if err != nil {
 		return stalled(out, in.Now, ReasonInvalidSelector, err.Error())
 	}
+	if err := p.Spec.Strategy.Windows.Validate("spec.strategy.windows"); err != nil {
+		return stalled(out, in.Now, ReasonInvalidWindow, err.Error())
+	}
 	st.Nodes.Conflicting = int32(len(conflicts))
 	if len(conflicts) > 0 {
 		st.ConflictingNodes = conflicts[:min(len(conflicts), maxConflictNames)]
@@ -165,6 +168,8 @@ func Decide(in Input) Output {
 		st.CurrentRollout = latest.Name
 	}
 	switch {
+	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, rollout.ReasonOutsideWindow):
+		return reconciling(out, in.Now, ReasonOutsideWindow, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated; %s", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected, latest.Status.Reason))
 	case latest != nil && !latest.State().Terminal():
 		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected))
 	case latest != nil && rolloutStalled[latest.State()] != "" && generationOf(latest) >= p.Generation:
@@ -296,6 +301,7 @@ func request(p *Pool, rev int64, earlier int, target *corev1.NodeConfigSource, p
 		MaxUnavailable: s.MaxUnavailable, Soak: s.Soak.Duration, OrderByLabel: s.OrderByLabel,
 		Drain:   s.Drain,
 		Overlap: rollout.WaitOnOverlap,
+		Windows: s.Windows,
 	}
 	if s.Canary != nil {
 		req.Canary = ptr.To(int(*s.Canary))

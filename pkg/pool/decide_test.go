@@ -117,6 +117,30 @@ func TestDecide(t *testing.T) {
 			},
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Updated: 1, Available: 2},
 		},
+		"while its rollout waits for a window, the pool says when it opens": {
+			in: func(p *Pool) Input {
+				r := poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1", "n2")
+				r.Status.Reason = "OutsideWindow: no node starts before the next maintenance window, at 2026-11-26T22:00:00Z"
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n2", workers, "", false)},
+					Rollouts: []*rollout.Rollout{r}}
+			},
+			cond: Reconciling, reason: "OutsideWindow", msg: []string{"workers-1", "at 2026-11-26T22:00:00Z"}, counts: Counts{Selected: 2, Available: 2},
+		},
+		"a pool's windows go into its rollouts": {
+			in: func(p *Pool) Input {
+				p.Spec.Strategy.Windows = rollout.Windows{{Days: []string{"Thu"}, Start: "22:00", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Berlin"}}
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			create: []string{"n1"}, name: "workers-1",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
+		},
+		"a window in a time zone that does not exist stalls the pool": {
+			in: func(p *Pool) Input {
+				p.Spec.Strategy.Windows = rollout.Windows{{Days: []string{"Thu"}, Start: "22:00", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Nowhere"}}
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			cond: Stalled, reason: "InvalidWindow", msg: []string{`spec.strategy.windows[0]: time zone "Europe/Nowhere"`},
+		},
 		"a changed config is a new revision, and supersedes the one under way": {
 			in: func(p *Pool) Input {
 				p.Spec.ConfigSource = *ref("b")
@@ -316,6 +340,9 @@ func TestDecide(t *testing.T) {
 			if out.Create != nil {
 				if diff := cmp.Diff(tc.drain, out.Create.Spec.Drain); diff != "" {
 					t.Errorf("drained nodes (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(p.Spec.Strategy.Windows, out.Create.Spec.Windows); diff != "" {
+					t.Errorf("windows (-pool +rollout):\n%s", diff)
 				}
 			}
 			if want := tc.planned || tc.create != nil; out.Planned != want {

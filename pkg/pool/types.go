@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -74,6 +75,13 @@ const (
 	ReasonApplying = "Applying"
 	// ReasonPaused (Reconciling): spec.paused, with nodes still to assign.
 	ReasonPaused = "Paused"
+	// ReasonOutsideWindow (Reconciling): the current revision's rollout
+	// is outside every window of spec.strategy.windows; the message gives
+	// the next window's start.
+	ReasonOutsideWindow = rollout.ReasonOutsideWindow
+	// ReasonInvalidWindow (Stalled): a window of spec.strategy.windows
+	// names a time zone that does not exist.
+	ReasonInvalidWindow = "InvalidWindow"
 	// ReasonWaitingForOtherRollouts (Reconciling): the nodes still to assign
 	// are covered by an unfinished rollout that is not the pool's.
 	ReasonWaitingForOtherRollouts = "WaitingForOtherRollouts"
@@ -107,10 +115,10 @@ const (
 // lists them, and cmd/docs_test.go holds it to this map.
 var Reasons = map[string][]string{
 	Ready:       {ReasonUpdated},
-	Reconciling: {ReasonRollingOut, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
+	Reconciling: {ReasonRollingOut, ReasonOutsideWindow, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
 	Stalled: {
 		ReasonRolloutHalted, ReasonRolloutAborted, ReasonDigestMismatch, ReasonConfigUnavailable,
-		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig, ReasonNeedsDrain,
+		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig, ReasonNeedsDrain, ReasonInvalidWindow,
 	},
 }
 
@@ -158,6 +166,9 @@ type Strategy struct {
 	Drain bool `json:"drain,omitempty"`
 	// OrderByLabel takes the nodes in the order of this label's value.
 	OrderByLabel string `json:"orderByLabel,omitempty"`
+	// Windows are the maintenance windows in which nodes start; none: at
+	// any time.
+	Windows rollout.Windows `json:"windows,omitempty"`
 }
 
 // Status is what the controller last saw of the pool.

@@ -3,6 +3,7 @@ package rollout
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,8 +48,9 @@ type Decision struct {
 	// written (the ones in Start, and any that a client recorded and did
 	// not assign before it died).
 	Assign []string
-	// Wake is when the soak before the next wave ends; zero when none
-	// runs.
+	// Wake is when the soak before the next wave ends, or, outside every
+	// maintenance window, when the next one opens, whichever comes first;
+	// zero when neither.
 	Wake time.Time
 }
 
@@ -74,7 +76,8 @@ type Decision struct {
 // finish when every node is done; enter the next wave once every earlier
 // node is done and, with a soak, has stayed healthy that long; start the
 // current wave's waiting nodes, in order, while the budget has room, and
-// queue the next ones (Queue).
+// queue the next ones (Queue), unless the rollout is outside every
+// maintenance window (windowOpen): then no node starts or is queued.
 func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, queueing bool, now time.Time) (Decision, error) {
 	stamp := metav1.NewMicroTime(now)
 	r, recorded := recordPhases(r, observed, stamp)
@@ -118,7 +121,8 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 		d.Write = true
 	}
 
-	if current == r.Status.Wave {
+	// Outside every window no node starts; those under way finish.
+	if open := windowOpen(&d, now); open && current == r.Status.Wave {
 		s, err := start(r, waves[current].Nodes, observed, nodes, queueing, stamp)
 		if err != nil {
 			return Decision{}, err
@@ -135,6 +139,31 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 		}
 	}
 	return d, nil
+}
+
+// windowOpen reports whether d.Rollout's windows (spec.windows) let a node
+// start at now. Outside them, it records why in status.reason
+// (ReasonOutsideWindow, with the next window's start) and wakes the driver
+// at that start, or at the end of a soak if sooner; inside them, it clears
+// that reason.
+func windowOpen(d *Decision, now time.Time) bool {
+	r := d.Rollout
+	outside := strings.HasPrefix(r.Status.Reason, ReasonOutsideWindow)
+	if r.Spec.Windows.Open(now) {
+		if outside {
+			r.Status.Reason = ""
+			d.Write = true
+		}
+		return true
+	}
+	if reason := OutsideWindowReason(r.Spec.Windows, now); r.Status.Reason != reason {
+		r.Status.Reason = reason
+		d.Write = true
+	}
+	if next := r.Spec.Windows.Next(now); !next.IsZero() && (d.Wake.IsZero() || next.Before(d.Wake)) {
+		d.Wake = next
+	}
+	return false
 }
 
 // enterWave reports whether the rollout may enter the wave after done, the

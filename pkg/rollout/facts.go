@@ -2,9 +2,7 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,20 +99,7 @@ func (p *FactsReader) Read(ctx context.Context, nodes []corev1.Node, payload []b
 // kubeletConfig returns the config node's kubelet runs, read from its
 // /configz through the apiserver's node proxy.
 func (p *FactsReader) kubeletConfig(ctx context.Context, node *corev1.Node) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	rc := p.Client.CoreV1().RESTClient()
-	if rc == nil || reflect.ValueOf(rc).IsNil() {
-		return nil, errors.New("no REST client to read /configz with")
-	}
-	raw, err := configz.Fetch(ctx, rc, node.Name)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := configz.Transform(raw, "")
-	if err != nil {
-		return nil, err
-	}
-	cfg, _, err := kubeletconfig.Decode(doc, kubeletconfig.DecodeOptions{AllowUnknownFields: true})
-	return cfg, err
+	return configz.Running(ctx, p.Client.CoreV1().RESTClient(), node.Name)
 }
 
 // configMapConfig decodes the kubelet config src names, once per ConfigMap.

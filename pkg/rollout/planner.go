@@ -92,6 +92,9 @@ type Request struct {
 	UndoOf *Rollout
 	// Overlap is what to do with a node another unfinished rollout covers.
 	Overlap OverlapPolicy
+	// Windows are the maintenance windows in which nodes start; none: at
+	// any time. An undo is not held to the undone rollout's windows.
+	Windows Windows
 }
 
 // Facts are what the caller found in the cluster. Anything it could not
@@ -167,6 +170,10 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := req.Windows.Validate("windows"); err != nil {
+		return nil, nil, err
+	}
+	spec.Windows = req.Windows.DeepCopy()
 	if req.MaxUnavailable != nil {
 		spec.MaxUnavailable = *req.MaxUnavailable
 	}
@@ -198,11 +205,6 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("config %s does not decode (%v): the agents will refuse it", DescribeTarget(spec.Config), err))
 		} else {
 			target = cfg
-			allowed := classes(spec.Pin)
-			if changes := kubeletconfig.NeedsOptIn(cfg, allowed); len(changes) > 0 {
-				warnings = append(warnings, fmt.Sprintf("configmap %s %s; elsewhere, the rollout must allow it: %s (a pool: spec.allowUnsafe; docs/security.md)",
-					DescribeTarget(spec.Config), kubeletconfig.FormatNeedsOptIn(changes), kubeletconfig.AllowFlag(changes)))
-			}
 		}
 	}
 

@@ -21,7 +21,6 @@ func TestPlan(t *testing.T) {
 		maxPods = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 50\n"
 		static  = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncpuManagerPolicy: static\n"
 	)
-	const addressNeedsOptIn = "configmap kube-system/snap sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: security (address). A node whose kubelet runs the same values applies them; elsewhere, the rollout must allow it: --allow-unsafe=security (a pool: spec.allowUnsafe; docs/security.md)"
 	// node is a Ready node that reports active config (none: its local
 	// config), with its InternalIP.
 	node := func(name, active, ip string) corev1.Node {
@@ -157,10 +156,9 @@ func TestPlan(t *testing.T) {
 			wantErr: `config kube-system/static changes cpuManagerPolicy "" -> "static" on node/n2 and 1 more nodes: the kubelet must not run pods through that change: add --drain (a pool: spec.strategy.drain: true) to cordon and drain each such node first`,
 		},
 		"drain: refused when the pin does not allow the class": {
-			req:          Request{Namespace: ns, Name: "s", Config: cm("static"), Drain: true},
-			facts:        Facts{Nodes: fleet, Payload: []byte(static), Configs: configs},
-			wantWarnings: []string{"configmap kube-system/static sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: resource-managers (cpuManagerPolicy). A node whose kubelet runs the same values applies them; elsewhere, the rollout must allow it: --allow-unsafe=resource-managers (a pool: spec.allowUnsafe; docs/security.md)"},
-			wantErr:      `config kube-system/static changes cpuManagerPolicy "" -> "static" (resource-managers), which the agents refuse unless the rollout allows it: add --allow-unsafe=resource-managers (a pool: spec.allowUnsafe)`,
+			req:     Request{Namespace: ns, Name: "s", Config: cm("static"), Drain: true},
+			facts:   Facts{Nodes: fleet, Payload: []byte(static), Configs: configs},
+			wantErr: `config kube-system/static changes cpuManagerPolicy "" -> "static" (resource-managers), which the agents refuse unless the rollout allows it: add --allow-unsafe=resource-managers (a pool: spec.allowUnsafe)`,
 		},
 		"to-local: a node whose config sets a policy drains; the agents do not check a local config": {
 			req:   Request{Namespace: ns, Suffix: "x1y2z", Drain: true},
@@ -171,16 +169,14 @@ func TestPlan(t *testing.T) {
 			}),
 		},
 		"node-specific fields: one node's address for many is refused": {
-			req:          Request{Namespace: ns, Name: "snap", Config: cm("snap")},
-			facts:        Facts{Nodes: fleet, Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n")},
-			wantWarnings: []string{addressNeedsOptIn},
-			wantErr:      `config kube-system/snap sets node-specific fields to one node's values while the target nodes differ: address "10.0.0.1" (the value of n1; 2 other target nodes run another). Remove these fields from the config, or run the agents with --apply-mode=dropin and roll out a partial config with only the fields you change (docs/rollout.md, "One config for every node")`,
+			req:     Request{Namespace: ns, Name: "snap", Config: cm("snap")},
+			facts:   Facts{Nodes: fleet, Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n")},
+			wantErr: `config kube-system/snap sets node-specific fields to one node's values while the target nodes differ: address "10.0.0.1" (the value of n1; 2 other target nodes run another). Remove these fields from the config, or run the agents with --apply-mode=dropin and roll out a partial config with only the fields you change (docs/rollout.md, "One config for every node")`,
 		},
 		"node-specific fields: one node's address for that node alone passes": {
-			req:          Request{Namespace: ns, Name: "snap", Config: cm("snap")},
-			facts:        Facts{Nodes: fleet[1:2], Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n")},
-			wantWarnings: []string{addressNeedsOptIn},
-			want:         New(ns, "snap", defaults("snap", "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n", "n1")),
+			req:   Request{Namespace: ns, Name: "snap", Config: cm("snap")},
+			facts: Facts{Nodes: fleet[1:2], Payload: []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n")},
+			want:  New(ns, "snap", defaults("snap", "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\naddress: 10.0.0.1\n", "n1")),
 		},
 		"overlap: refused by default": {
 			req:     Request{Namespace: ns, Name: "p", Config: cm("pods")},

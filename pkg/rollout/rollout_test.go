@@ -611,6 +611,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	in := New("kube-system", "r1", Spec{
 		Config: cm("a"), Targets: map[string]*corev1.NodeConfigSource{"n2": nil}, Nodes: []string{"n1", "n2"},
 		MaxUnavailable: intstr.FromString("10%"), Canary: 1, Soak: metav1.Duration{Duration: time.Minute},
+		Windows: Windows{{Days: []string{"Mon", "Fri"}, Start: "22:00", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}},
 	})
 	in.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress, Previous: cm("old"), Started: &now}}
 	createRollout(t, store, in)

@@ -101,6 +101,9 @@ func Headline(r *Rollout) string {
 	if len(r.Spec.Drain) > 0 {
 		s += fmt.Sprintf(", drains %d nodes", len(r.Spec.Drain))
 	}
+	if len(r.Spec.Windows) > 0 {
+		s += ", starts nodes only in the windows " + r.Spec.Windows.String()
+	}
 	return s
 }
 

@@ -134,6 +134,10 @@ type Spec struct {
 	DrainOptions DrainSpec `json:"drainOptions,omitempty"`
 	// UndoOf names the rollout this one undoes.
 	UndoOf string `json:"undoOf,omitempty"`
+	// Windows are the maintenance windows in which nodes start; none:
+	// at any time. Outside them no node starts, the nodes already started
+	// finish, and status.reason says OutsideWindow with the next start.
+	Windows Windows `json:"windows,omitempty"`
 }
 
 // DrainSpec is the stored form of DrainOptions.
@@ -265,6 +269,7 @@ func (in *Rollout) DeepCopyInto(out *Rollout) {
 	}
 	out.Spec.Nodes = append([]string(nil), in.Spec.Nodes...)
 	out.Spec.Drain = append([]string(nil), in.Spec.Drain...)
+	out.Spec.Windows = in.Spec.Windows.DeepCopy()
 	if in.Status.SoakSince != nil {
 		out.Status.SoakSince = in.Status.SoakSince.DeepCopy()
 	}

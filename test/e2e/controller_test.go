@@ -68,6 +68,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 			Drain:        []string{"n1"},
 			DrainOptions: rollout.DrainSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}, Force: true, DeleteEmptyDirData: true},
 			UndoOf:       "earlier", Paused: true,
+			Windows: rollout.Windows{{Days: []string{"Mon", "Fri"}, Start: "22:00", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}},
 		})
 		created, err := store.Create(ctx, want, false)
 		if err != nil {
@@ -157,6 +158,7 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 			"a budget is a count or a %": {`{"spec":{"maxUnavailable":"half"}}`, "must be a count of at least 1 or a percentage"},
 			"a canary is not negative":   {`{"spec":{"canary":-1}}`, "should be greater than or equal to 0"},
 			"no rollout without nodes":   {`{"spec":{"nodes":[]}}`, "should have at least 1 items"},
+			"the windows do not change":  {`{"spec":{"windows":[{"days":["Mon"],"start":"22:00","duration":"4h"}]}}`, "only paused and aborted change"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				_, err := ncr.Patch(ctx, "r", types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{})

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +205,63 @@ func testTrust(t *testing.T, kubeletBinDir string) {
 		r := mustDKC(t, c, "", "status", n.Name, "-o", "wide")
 		if !strings.Contains(r.Stdout, "allow-unsafe=security") {
 			t.Errorf("status -o wide does not show the pin's classes:\n%s", r.Stdout)
+		}
+	})
+
+	// A snapshot holds the node's own paths and endpoints: push says
+	// nothing about opt-ins, and assign --dry-run, which compares the config
+	// with what the kubelet runs, names none, so the snapshot assigned back
+	// applies without one. Moving the static pod path names exactly
+	// host-access, and the flag that allows it.
+	t.Run("a snapshot needs no opt-in on its own node; dry-run names only what changes", func(t *testing.T) {
+		onGood(t, "trust-snapbase", 66)
+		dir := t.TempDir()
+		snapshot := mustDKC(t, c, "", "snapshot", n.Name).Stdout
+		pushed := func(t *testing.T, name, cfg string) string {
+			t.Helper()
+			file := filepath.Join(dir, name+".json")
+			if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := mustDKC(t, c, "", "push", file, "--name", name, "-o", "name")
+			if strings.Contains(r.Stderr, "allow-unsafe") {
+				t.Errorf("push %s suggests an opt-in, which it cannot judge without a node:\n%s", name, r.Stderr)
+			}
+			return strings.TrimSpace(r.Stdout)
+		}
+		own := pushed(t, "trust-snapshot", snapshot)
+		r := mustDKC(t, c, "", "assign", n.Name, "--config", own, "--dry-run=server")
+		if want := "node/" + n.Name + " needs no --allow-unsafe: the config changes no field of a class that needs one\n"; r.Stderr != want {
+			t.Errorf("assign --dry-run=server of the node's own snapshot: stderr %q, want %q", r.Stderr, want)
+		}
+		mustDKC(t, c, "", "assign", n.Name, "--config", own, "--wait", "--timeout", "2m")
+		eventuallyStatus(t, c, n.Name, 30*time.Second, Active(strings.TrimPrefix(own, "configmap/")), NoError())
+
+		var cfg map[string]any
+		if err := json.Unmarshal([]byte(snapshot), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := cfg["staticPodPath"].(string)
+		cfg["staticPodPath"] = "/tmp/dkc-moved-manifests"
+		cfg["maxPods"] = 67
+		moved, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := pushed(t, "trust-moved", string(moved))
+		for _, dryRun := range []string{"--dry-run=server", "--dry-run=client"} {
+			r = mustDKC(t, c, "", "assign", n.Name, "--config", other, dryRun, "--carrier=annotation")
+			want := fmt.Sprintf("Warning: node/%s needs --allow-unsafe=host-access, or its agent refuses the config (no --allow-unsafe given): it changes staticPodPath %q -> %q (host-access)\n",
+				n.Name, old, "/tmp/dkc-moved-manifests")
+			if r.Stderr != want {
+				t.Errorf("assign %s of a moved static pod path: stderr %q, want %q", dryRun, r.Stderr, want)
+			}
+		}
+		r = mustDKC(t, c, "", "assign", n.Name, "--config", other, "--dry-run=server", "--allow-unsafe=host-access,redirect")
+		want := fmt.Sprintf("node/%s needs --allow-unsafe=host-access: it changes staticPodPath %q -> %q (host-access)\n", n.Name, old, "/tmp/dkc-moved-manifests") +
+			"Warning: --allow-unsafe allows redirect, which the config changes on none of these nodes: leave it out\n"
+		if r.Stderr != want {
+			t.Errorf("assign --dry-run=server --allow-unsafe=host-access,redirect: stderr %q, want %q", r.Stderr, want)
 		}
 	})
 }

@@ -47,7 +47,9 @@ func TestKrewValidator(t *testing.T) {
 // is plugins/dkc.yaml with only the host platform's sha256 set to that
 // archive's, so krew checks the committed manifest's bin and files against
 // the archive's real layout. Then `kubectl dkc version` runs the installed
-// plugin through kubectl's plugin discovery.
+// plugin through kubectl's plugin discovery, and kubectl completes
+// "kubectl dkc rollout ab" once the commands of completion --help put
+// kubectl_complete-dkc on the PATH (krew links only kubectl-dkc).
 func TestKrewInstall(t *testing.T) {
 	kubectl := filepath.Join(framework.DefaultBinDir(), "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
@@ -142,6 +144,31 @@ func TestKrewInstall(t *testing.T) {
 	// The completion script krew extracted next to the binary.
 	if _, err := os.Stat(filepath.Join(krewRoot, "store", "dkc", version, "kubectl_complete-dkc")); err != nil {
 		t.Errorf("kubectl_complete-dkc not installed: %v", err)
+	}
+	// kubectl completes "kubectl dkc ..." through kubectl_complete-dkc on
+	// the PATH, which krew does not link (one bin per manifest): before
+	// the commands of completion --help, kubectl offers no subcommand;
+	// after them, it completes through the plugin.
+	complete := func() string { return run("__complete", "dkc", "rollout", "ab") }
+	if got := complete(); strings.Contains(got, "abort") {
+		t.Errorf("kubectl completed the plugin before kubectl_complete-dkc was on the PATH; the test proves nothing:\n%s", got)
+	}
+	var setup []string
+	for _, line := range strings.Split(run("dkc", "completion", "--help"), "\n") {
+		if strings.Contains(line, "KREW_ROOT") {
+			setup = append(setup, strings.TrimSpace(line))
+		}
+	}
+	if len(setup) == 0 {
+		t.Fatal("kubectl dkc completion --help gives no commands for a krew install")
+	}
+	sh := exec.Command("/bin/sh", "-ec", strings.Join(setup, "\n"))
+	sh.Env = env
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("the commands of kubectl dkc completion --help: %v\n%s", err, out)
+	}
+	if got := complete(); !strings.Contains(got, "\nabort\t") {
+		t.Errorf("kubectl __complete dkc rollout ab after the commands of completion --help:\n%s\nwant abort", got)
 	}
 	run("krew", "uninstall", "dkc")
 	if _, err := os.Lstat(linked); !os.IsNotExist(err) {

@@ -118,32 +118,10 @@ func NewCmdAgent(f RESTConfigGetter, streams genericiooptions.IOStreams) *cobra.
 	cmd := &cobra.Command{
 		Use:   "agent --dynamic-config-dir DIR --kubelet-config PATH",
 		Short: "Run the node agent that applies assigned kubelet configs",
-		Long: `Run the node agent: the half of Dynamic Kubelet Configuration that lived in
-the kubelet. It watches its own Node and the ConfigMap assigned to it,
-checkpoints the config under --dynamic-config-dir, checks it, writes the
-kubelet's config, restarts the kubelet, gates on its health, rolls back to the
-last-known-good config on failure, and reports status on the Node.
-
-Run one agent per node: as a DaemonSet with the identity in deploy/rbac.yaml
-(its pod's token, which deploy/admission-policy.yaml confines to its own
-Node), or as a systemd unit with the kubelet's own credential and
-deploy/rbac-host.yaml. The health gate reads /healthz and /configz from the
-kubelet itself (--kubelet-url), which needs get on nodes/healthz and
-nodes/configz, not nodes/proxy. It needs no apiserver to keep the kubelet on
-the right config: at start it puts the checkpointed config in place.`,
-		Example: `  # On a systemd host: replace /var/lib/kubelet/config.yaml, restart kubelet.service.
-  # NODE_NAME is the Node's name in the API (on kubeadm, nodeRegistration.name,
-  # which may differ from hostname).
-  kubectl dkc agent --node-name "$NODE_NAME" \
-    --dynamic-config-dir /var/lib/kubectl-dkc \
-    --kubelet-config /var/lib/kubelet/config.yaml
-
-  # Apply configs as a drop-in, restart with a shell command (on a host: the
-  # image has no shell), shorter trial
-  kubectl dkc agent --dynamic-config-dir /var/lib/kubectl-dkc \
-    --kubelet-config /var/lib/kubelet/config.yaml \
-    --kubelet-config-dir /etc/kubernetes/kubelet.conf.d --apply-mode=dropin \
-    --restart=exec --restart-command 'systemctl restart kubelet' --trial-duration 5m`,
+		Long: `Run the node agent: it checkpoints the config assigned to its Node, writes
+the kubelet's config, restarts the kubelet, gates on its health, rolls back to
+the last-known-good config on failure, and reports status on the Node.
+deploy/ runs one per node; docs/agent.md explains its flags and modes.`,
 		Args: cobra.NoArgs,
 		RunE: lifecycle.RunE(f, o),
 	}

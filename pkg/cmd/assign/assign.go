@@ -73,73 +73,20 @@ func NewCmdAssign(f genericclioptions.RESTClientGetter, streams genericiooptions
 	cmd := &cobra.Command{
 		Use:   "assign (NODE... | -l SELECTOR | --all) --config [configmap/]NAME",
 		Short: "Assign a kubelet config in a ConfigMap to nodes",
-		Long: `Assign a kubelet config in a ConfigMap to nodes.
-
-This is what patching spec.configSource did. The ConfigMap must exist in the
-namespace (-n, default kube-system) and hold the config under --key (default
-"kubelet"). The dkc agent on each node then applies it and reports status;
-watch it with kubectl dkc status, or add --wait.
-
-The assignment pins the ConfigMap's bytes: it records the sha256 of the
-config as it is now, and the agent applies only bytes with that digest. A
-ConfigMap edited (or re-created) after it was assigned is not applied: the
-node reports the mismatch and keeps its kubelet as it is, until you assign
-again. Changes that could hand the node to the config's author or weaken it
-(see docs/security.md) are refused by the agent unless the assignment allows
-their class: --allow-unsafe=CLASS[,CLASS]. The refusal names the flag that
-allows it. An allow-unsafe annotation on the ConfigMap is not honoured.
---digest takes the sha256 of the bytes as a reviewer saw them (kubectl dkc
-push prints it): other bytes are refused before anything is written.
-
-Allowing a class is a permission of its own: the verb use on the resource
-unsafeclasses.kubectl-dkc.io named by the class (the ClusterRole
-kubectl-dkc:unsafe:CLASS grants it). assign asks the apiserver first
-(SelfSubjectAccessReview) and refuses, before writing anything, a class the
-caller may not use; admission refuses it too. --dry-run=client asks nothing,
-as it sends nothing.
-
-The assignment is carried in spec.configSource where the apiserver keeps it
-(before 1.26), else in the annotation ` + source.AssignedAnnotation + `.
---carrier=auto detects this per node with a server-side dry-run.
---dry-run=client sends nothing that could write, not even that dry-run: it
-assumes the annotation carrier (native for a node that already holds
-spec.configSource) and says so on stderr.
-
-Every selected kubelet restarts at once; assign warns when that is more than
-one. kubectl dkc rollout start restarts them a few at a time instead. assign
-also warns for a node on which no dkc agent has reported yet: unless one runs
-there, nothing will apply the assignment (see docs/install.md). A running
-agent reports at its first sync, before any assignment.
-
-Each node is printed as "node/NAME assigned NAMESPACE/CONFIG (CARRIER)";
--o name prints node/NAME, -o json|yaml the Node as patched.
-
-With --wait, exit codes are:
-  0  every node runs the assigned config
-  1  the assignment failed (API error, missing ConfigMap, ...)
-  2  a node reported an error for the assigned config
-  3  --timeout passed first`,
+		Long: `Assign a kubelet config in a ConfigMap to nodes, as patching spec.configSource
+did; the dkc agent on each node applies it, and --wait waits until it runs.
+The assignment pins the ConfigMap's bytes (--digest: the bytes a reviewer
+saw) and the unsafe classes --allow-unsafe allows: the agent refuses a change
+in any other class that needs an opt-in. --dry-run names, per node, the
+classes the config changes there (against its kubelet's /configz) and the
+exact --allow-unsafe it needs. Every selected kubelet restarts at once: for
+many nodes, use rollout start. Carriers, permissions, output and exit codes:
+docs/user-guide.md, "4. Point the node at it".`,
 		Example: `  # Assign a pushed config to one node and wait until it runs it
   kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --wait
 
-  # Push and assign in a script: push -o name prints configmap/NAME
-  CM=$(kubectl dkc push kubelet.yaml --name my-node-config -o name)
-  kubectl dkc assign node-1 --config "$CM" --wait
-
-  # Assign it to every node labelled pool=canary
-  kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb
-
-  # Allow a change of the CPU manager policy (refused otherwise)
-  kubectl dkc assign node-1 --config cpu-static-8m2kd9g6fc --allow-unsafe=resource-managers
-
-  # Assign only the bytes a reviewer saw (kubectl dkc push prints their digest)
-  kubectl dkc assign node-1 --config my-node-config-5fd8t4bhgb --digest sha256:6f1ed002ab5595859014ebf0951522d9a2c81bc75bc1d3f8a0c3d2a4f8a4b0a1
-
-  # Show what would change without changing anything
-  kubectl dkc assign --all --config my-node-config-5fd8t4bhgb --dry-run=server
-
-  # Print only node/NAME of each node assigned, for scripts
-  kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb -o name`,
+  # What it would change on each node, and the --allow-unsafe that needs
+  kubectl dkc assign -l pool=canary --config my-node-config-5fd8t4bhgb --dry-run=server`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE:              lifecycle.RunE(f, o),
 	}
@@ -248,6 +195,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	src := o.Source()
 	pin := source.NewPin(src, payload, allow)
+	if o.DryRun != util.DryRunNone {
+		util.ReportOptIns(ctx, o.Client, nodes, payload, allow, o.ErrOut)
+	}
 	o.warnRestarts(nodes, src)
 	now := time.Now()
 	var errs []error

@@ -273,6 +273,24 @@ func TestRun(t *testing.T) {
 			nodes:   []*corev1.Node{node("n1", nil, nil)},
 			wantErr: `assign configmap "kube-system/cm-5fd8t4bhgb": ` + source.UnsafeClassesDenied([]string{"security"}),
 		},
+		// What a config changes on a node is read from its kubelet
+		// (util.ReportOptIns, tested with a configz server there) only for
+		// a dry run; the fake clientset has no REST client to read it with.
+		"a dry run reports, per node, what the config changes there": {
+			opts:       options(func(o *Options) { o.Carrier = "annotation"; o.DryRun = util.DryRunClient }),
+			cm:         configMap(func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"kubelet": kubeletConfig} }),
+			nodes:      []*corev1.Node{node("n1", nil, nil)},
+			wantOut:    "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation) (dry run)\n",
+			wantErrOut: "Warning: node/n1: what the config changes there is not known: no REST client to read /configz with\n",
+			wantAssign: map[string]string{"n1": ""},
+		},
+		"an assignment does not": {
+			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
+			cm:          configMap(func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"kubelet": kubeletConfig} }),
+			nodes:       []*corev1.Node{node("n1", nil, nil)},
+			wantOut:     "node/n1 assigned kube-system/cm-5fd8t4bhgb (annotation)\n",
+			wantPatches: 1,
+		},
 		"not pushed by dkc": {
 			opts:        options(func(o *Options) { o.Carrier = "annotation" }),
 			cm:          configMap(func(cm *corev1.ConfigMap) { cm.Labels = nil }),
@@ -348,3 +366,7 @@ func TestDroppedError(t *testing.T) {
 		t.Errorf("droppedError wraps %v, want nothing", errors.Unwrap(err))
 	}
 }
+
+// kubeletConfig is a KubeletConfiguration that sets a field of a class
+// that needs an opt-in where it changes.
+const kubeletConfig = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nstaticPodPath: /srv/pods\n"

@@ -168,44 +168,24 @@ A and B are each one of:
   FILE                 a JSON or YAML file (./FILE when it starts with a prefix below)
   -                    stdin (at most one of A and B)
   node/NODE            NODE's running config, read as snapshot reads it
-  configmap/NAME       a ConfigMap in the -n namespace (default kube-system),
-                       key --key (default kubelet)
+  configmap/NAME       a ConfigMap in the -n namespace, key --key
   configmap/NS/NAME    a ConfigMap in namespace NS
   assigned/NODE        the ConfigMap assigned to NODE, with the assignment's key
 
-Each side must be one KubeletConfiguration (kind and apiVersion set, no
-duplicate fields, one YAML document): an empty file or another kind is an
-error, not a diff. Fields this version of dkc does not know are compared,
-with a warning. Both sides are normalized (YAML with sorted keys), so that
-only differences in content show, whatever the format or the order of fields.
-
---drop-in compares effective configs when B is a drop-in: a partial
-KubeletConfiguration, as an agent with --apply-mode=dropin applies it. B is
-merged over A as the kubelet merges a --config-dir file over its --config
-(a JSON merge patch, RFC 7386: maps merge key by key, lists and scalars are
-replaced, null deletes a field), and the diff shows what B changes in A.
-A is the base: node/NODE for the config NODE runs now. Without --drop-in,
-both sides are compared as they are, and a field B leaves out shows as
-removed. (If NODE already runs a dkc drop-in, a field that only the old
-drop-in sets stays in the base, where the kubelet would drop it.)
-
-Exit status, as diff(1): 0 when the configs are the same, 1 when they differ,
-2 when something went wrong.`,
+--drop-in merges B, a partial config, over A as the kubelet merges a drop-in.
+Exit status, as diff(1): 0 the same, 1 different, 2 an error.
+Details: docs/user-guide.md, "Compare configs".`,
 		Example: `  # What an edited snapshot changes on the node
   kubectl dkc diff node/node-1 kubelet.json
 
   # What a node would change when it applies its assigned config
   kubectl dkc diff node/node-1 assigned/node-1
 
-  # Two pushed configs
-  kubectl dkc diff configmap/my-node-config-5m9fkd4h7c configmap/my-node-config-8tbk2gcd6f
-
   # Two nodes
   kubectl dkc diff node/node-1 node/node-2
 
   # What a drop-in (a partial config) would change on a node
-  kubectl dkc diff node/node-1 max-pods.yaml --drop-in
-  kubectl dkc diff node/node-1 assigned/node-1 --drop-in`,
+  kubectl dkc diff node/node-1 max-pods.yaml --drop-in`,
 		ValidArgsFunction: completion(f),
 	}
 	run := lifecycle.RunE(f, o)

@@ -75,25 +75,16 @@ func NewCmdInstall(f genericclioptions.RESTClientGetter, streams genericiooption
 	cmd := &cobra.Command{
 		Use:   "install --image-repository HOST/PATH",
 		Short: "Install the agent, the controller and the API of dkc in the cluster",
-		Long: `Install the agent, the controller and the API of dkc in the cluster.
-
-install applies the manifests of deploy/, which the binary holds, server-side
-as field manager ` + source.FieldManager + `: the CustomResourceDefinitions first and,
-once the apiserver serves them, the rest, all in kube-system. Their images
-are those of --image-repository, where make push put them, tagged --version,
-the version of this kubectl dkc by default. It then waits until the
-controller has elected a leader and every node runs a Ready agent, with its
-progress on a terminal.
-
-Running it again changes nothing; with another --version it upgrades.
-
---agent=systemd installs what the cluster needs for agents that run as a
-systemd unit on each node (docs/install.md, "The systemd unit") instead of
-the DaemonSet, and waits for the controller only.
-
---dry-run=client -o yaml prints every object, for GitOps, without a cluster.
-
-Exit codes: 0 installed and ready, 1 an error, 3 --timeout passed first.`,
+		Long: `Install the agent, the controller and the API of dkc in the cluster: the
+manifests of deploy/, which the binary holds, applied server-side as field
+manager kubectl-dkc (the CRDs first, once served, then the rest, in
+kube-system), with the images of --image-repository tagged --version (this
+kubectl dkc's version by default). It then waits for the controller's leader
+and a Ready agent on every node. Running it again changes nothing; another
+--version upgrades. --agent=systemd applies the cluster side only, for agents
+run as a systemd unit; --dry-run=client -o yaml prints every object.
+Exit codes: 0 installed and ready, 1 an error, 3 --timeout passed first.
+Details: docs/install.md.`,
 		Example: `  # Install with the images pushed by make image push IMAGE_REPO=registry.mycorp.example/dkc
   kubectl dkc install --image-repository registry.mycorp.example/dkc
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
@@ -74,44 +75,19 @@ func NewCmdPush(f genericclioptions.RESTClientGetter, streams genericiooptions.I
 		Short: "Check a KubeletConfiguration and store it in a ConfigMap",
 		Long: `Check a KubeletConfiguration and store it in a ConfigMap, ready to assign.
 
-push reads FILE (or stdin for -) as JSON or YAML and refuses it unless it is
-one KubeletConfiguration (kind and apiVersion set) without unknown or
-duplicate fields and without clearly invalid values. A file of several YAML
-documents is refused (empty ones, such as a leading ---, do not count): a
-ConfigMap holds one config. The kubelet remains the final judge.
-
-The ConfigMap holds the file's bytes unchanged under --key (default kubelet),
-in the namespace given by -n (default kube-system), labelled
-` + source.ConfigLabel + `=true. With --append-hash (the default) its name is
-NAME-HASH, the same name that
-"kubectl create configmap NAME --from-file=kubelet=FILE --append-hash" gives,
-so that each content has its own name and an assigned config never changes
-under a node. Pushing the same content again reports "unchanged". push
-prints the sha256 of the config's bytes with the name (also with -o wide):
-a reviewer's digest, which assign --digest, rollout start --digest and a
-pool's spec.digest take, so that only those bytes reach a node.
-
-push warns on stderr about weak security settings (anonymous authentication
-on, authorization mode AlwaysAllow, a read-only port, protectKernelDefaults
-set to false), and lists every field the config sets that could hand a node
-to the config's author or weaken it, with its safety class
-(docs/security.md): static pods, plugin and certificate paths, the runtime
-and DNS endpoints, authentication and authorization, resource managers,
-cgroups. A node's agent refuses to change such a field from what its
-kubelet runs unless the assignment allows the class; the warning names the
-flag: kubectl dkc assign --allow-unsafe=CLASS. An allow-unsafe annotation on
-a ConfigMap is not honoured.`,
+push refuses a file that is not one strict KubeletConfiguration, and stores
+its bytes unchanged under --key, labelled ` + source.ConfigLabel + `=true. With
+--append-hash (the default) the name is NAME-HASH, as kubectl create configmap
+--append-hash names it. It prints the sha256 of the bytes, which assign
+--digest takes. It warns only about what holds on any node: weak security
+settings, and values no node can run. What the config would change on a node,
+and the --allow-unsafe that needs: kubectl dkc assign --dry-run=server.
+Details: docs/user-guide.md, "3. Put it in a ConfigMap".`,
 		Example: `  # Push an edited snapshot; prints configmap/my-node-config-<hash> created, digest sha256:<hex>
   kubectl dkc push kubelet.json --name my-node-config
 
-  # The name, key and digest as a table
-  kubectl dkc push kubelet.json --name my-node-config -o wide
-
   # From stdin, straight from a snapshot
   kubectl dkc snapshot node-1 | kubectl dkc push - --name node-1-config
-
-  # Show the ConfigMap without creating it (needs no cluster)
-  kubectl dkc push kubelet.yaml --name my-node-config --dry-run=client -o yaml
 
   # Print only the name, for scripts
   CM=$(kubectl dkc push kubelet.yaml --name my-node-config -o name)`,
@@ -186,7 +162,7 @@ func (o *Options) Validate() error {
 
 // Run reads, checks and pushes the config.
 func (o *Options) Run(ctx context.Context) error {
-	data, weak, unsafe, err := o.read()
+	data, warnings, err := o.read()
 	if err != nil {
 		return err
 	}
@@ -194,7 +170,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	o.warnWeak(weak, unsafe)
+	for _, w := range warnings {
+		fmt.Fprintf(o.ErrOut, "Warning: %s: %s\n", o.displayName(), w)
+	}
 	if o.DryRun == util.DryRunClient {
 		return o.print(cm, "created")
 	}
@@ -218,56 +196,60 @@ func (o *Options) displayName() string {
 }
 
 // read reads the input and checks that it is a valid KubeletConfiguration,
-// printing warnings for unknown fields when they are allowed. weak lists
-// its weak security settings, unsafe the fields it sets (away from the
-// kubelet's defaults) in a class that needs the assigner's opt-in.
-func (o *Options) read() (data []byte, weak []string, unsafe []kubeletconfig.Change, err error) {
+// printing warnings for unknown fields when they are allowed. warnings are
+// what push can judge of it without a node (Judge).
+func (o *Options) read() (data []byte, warnings []string, err error) {
 	if o.Filename == "-" {
 		data, err = io.ReadAll(o.In)
 	} else {
 		data, err = os.ReadFile(o.Filename)
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("read %s: %w", o.displayName(), err)
 	}
 	if !utf8.Valid(data) {
-		return nil, nil, nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
+		return nil, nil, fmt.Errorf("%s: not UTF-8 text: a KubeletConfiguration is JSON or YAML", o.displayName())
 	}
 	if err := kubeletconfig.SingleDocument(data); err != nil {
 		var docs *kubeletconfig.DocumentsError
 		if errors.As(err, &docs) {
-			return nil, nil, nil, fmt.Errorf("%s: %w: push takes one KubeletConfiguration per ConfigMap; push each document from a file of its own", o.displayName(), err)
+			return nil, nil, fmt.Errorf("%s: %w: push takes one KubeletConfiguration per ConfigMap; push each document from a file of its own", o.displayName(), err)
 		}
-		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
-	cfg, warnings, err := kubeletconfig.Decode(data, kubeletconfig.DecodeOptions{AllowUnknownFields: o.AllowUnknownFields})
+	cfg, unknown, err := kubeletconfig.Decode(data, kubeletconfig.DecodeOptions{AllowUnknownFields: o.AllowUnknownFields})
 	if err != nil {
 		if !o.AllowUnknownFields && strings.Contains(err.Error(), "unknown field ") {
-			return nil, nil, nil, fmt.Errorf("%s: %w (fix the field, or use --allow-unknown-fields to push it anyway)", o.displayName(), err)
+			return nil, nil, fmt.Errorf("%s: %w (fix the field, or use --allow-unknown-fields to push it anyway)", o.displayName(), err)
 		}
-		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
-	for _, w := range warnings {
+	for _, w := range unknown {
 		fmt.Fprintf(o.ErrOut, "Warning: %s: %s\n", o.displayName(), w)
 	}
 	if err := kubeletconfig.Validate(cfg); err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
+		return nil, nil, fmt.Errorf("%s: %w", o.displayName(), err)
 	}
-	return data, kubeletconfig.WeakSecurityDoc(data, cfg), kubeletconfig.NeedsOptIn(cfg, nil), nil
+	return data, Judge(data, cfg), nil
 }
 
-// warnWeak warns about each weak security setting of cm's config, and
-// lists the fields it sets whose change a node's agent refuses unless the
-// assignment allows their class (the same classification and text as the
-// agent's refusal).
-func (o *Options) warnWeak(weak []string, unsafe []kubeletconfig.Change) {
-	for _, w := range weak {
-		fmt.Fprintf(o.ErrOut, "Warning: %s: weak security setting: %s\n", o.displayName(), w)
+// Judge returns what push warns about in the config document data (cfg
+// decoded): what holds on any node, so needs none to judge. That is each
+// weak security setting, and each value that cannot be right on any node
+// (kubeletconfig.CheckBounds without a node's facts: the floors, and the
+// heartbeat intervals against the default node monitor grace period),
+// which every agent refuses. What the config would change on a node, and
+// the --allow-unsafe that needs, depends on what the node runs: assign and
+// rollout start --dry-run show it.
+func Judge(data []byte, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
+	var warnings []string
+	for _, w := range kubeletconfig.WeakSecurityDoc(data, cfg) {
+		warnings = append(warnings, "weak security setting: "+w)
 	}
-	if len(unsafe) > 0 {
-		fmt.Fprintf(o.ErrOut, "Warning: %s %s; elsewhere, assign with %s (docs/security.md)\n",
-			o.displayName(), kubeletconfig.FormatNeedsOptIn(unsafe), kubeletconfig.AllowFlag(unsafe))
+	if v := kubeletconfig.CheckBounds(cfg, kubeletconfig.NodeFacts{}); len(v) > 0 {
+		warnings = append(warnings, "values that cannot be right on any node, which every agent refuses: "+kubeletconfig.FormatViolations(v))
 	}
+	return warnings
 }
 
 // configMap builds the ConfigMap for data, named as --append-hash says.

@@ -215,19 +215,23 @@ func TestRun(t *testing.T) {
 			wantOut: "configmap/my-node-config-ghbk4588h8\n",
 			wantErrOut: "Warning: stdin: weak security setting: authorization.mode is AlwaysAllow: every authenticated request is authorized\n" +
 				"Warning: stdin: weak security setting: readOnlyPort is 10255: the kubelet serves an unauthenticated read-only port\n" +
-				"Warning: stdin: weak security setting: protectKernelDefaults is false: the kubelet changes kernel settings it disagrees with instead of failing\n" +
-				`Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: security (authorization.mode, readOnlyPort). ` +
-				"A node whose kubelet runs the same values applies them; elsewhere, assign with --allow-unsafe=security (docs/security.md)\n",
+				"Warning: stdin: weak security setting: protectKernelDefaults is false: the kubelet changes kernel settings it disagrees with instead of failing\n",
 		},
-		// A config that would hand the node to its author is named before
-		// anything is created.
-		"fields that reach the node": {
+		// Whether a path or an endpoint changes, and so which --allow-unsafe
+		// it needs, depends on what a node runs: push cannot know, and says
+		// nothing (assign --dry-run does). A snapshot sets them all.
+		"fields that need an opt-in where they change": {
 			input:   validConfig + "staticPodURL: http://198.51.100.9/pods.yaml\ncontainerRuntimeEndpoint: unix:///tmp/evil.sock\n",
 			change:  func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "name" },
 			wantOut: "configmap/my-node-config-dttt9ktdhm\n",
-			wantErrOut: `Warning: stdin sets fields that a node's agent refuses to change from what its kubelet runs unless the assignment allows their class: ` +
-				`host-access (staticPodURL), redirect (containerRuntimeEndpoint). ` +
-				"A node whose kubelet runs the same values applies them; elsewhere, assign with --allow-unsafe=host-access,redirect (docs/security.md)\n",
+		},
+		// A value no node can run is judged without one.
+		"values no node applies": {
+			input:   validConfig + "podPidsLimit: 10\nevictionHard:\n  memory.available: 100%\n",
+			change:  func(o *Options) { o.DryRun = util.DryRunClient; *o.PrintFlags.OutputFormat = "name" },
+			wantOut: "configmap/my-node-config-466d296tbt\n",
+			wantErrOut: "Warning: stdin: values that cannot be right on any node, which every agent refuses: " +
+				`evictionHard["memory.available"] 100% (at or above 100%: the node always crosses it); podPidsLimit 10 (below 16: no pod, the node's DaemonSets included, can start its containers)` + "\n",
 		},
 		"two documents": {
 			input:   validConfig + "---\n" + validConfig,

@@ -53,29 +53,12 @@ func NewCmdReset(f genericclioptions.RESTClientGetter, streams genericiooptions.
 	cmd := &cobra.Command{
 		Use:   "reset (NODE... | -l SELECTOR | --all)",
 		Short: "Send nodes back to their local kubelet config",
-		Long: `Send nodes back to their local kubelet config.
-
-This is what removing spec.configSource did. reset removes the assignment from
-whichever carrier holds it (spec.configSource and the annotation
-` + source.AssignedAnnotation + `); the dkc agent on each node then restarts the
-kubelet on the node's own config file.
-
-Every selected kubelet with an assignment restarts at once; reset warns when
-that is more than one. kubectl dkc rollout start --to-local restarts them a
-few at a time instead.
-
-Each node is printed as "node/NAME reset to its local config" (or "already
-on its local config"); -o name prints node/NAME, -o json|yaml the Node.
-
---wait waits until every node reports its local config active: its status has
-no active config (or it reports no status at all) and no error. A node that
-reports an error while its status shows no assignment fails the wait.
-
-With --wait, exit codes are:
-  0  every node runs its local config
-  1  the reset failed (API error, ...)
-  2  a node reported an error for its local config
-  3  --timeout passed first`,
+		Long: `Send nodes back to their local kubelet config, as removing spec.configSource
+did: reset removes the assignment from whichever carrier holds it, and the
+dkc agent restarts the kubelet on the node's own config file; --wait waits
+until every node runs it. Every selected kubelet with an assignment restarts
+at once: rollout start --to-local restarts them a few at a time.
+Output and exit codes: docs/user-guide.md, "6. Go back to the local config".`,
 		Example: `  # Send node-1 back to its local config
   kubectl dkc reset node-1
 

@@ -22,7 +22,9 @@ type progress struct {
 	tty   bool
 	lines int
 	phase map[string]rollout.Phase
-	state rollout.State
+	// state and reason are the last shown.
+	state  rollout.State
+	reason string
 }
 
 func newProgress(out io.Writer) *progress {
@@ -80,10 +82,10 @@ func (p *progress) finish(r *rollout.Rollout) {
 }
 
 func (p *progress) printState(r *rollout.Rollout) {
-	if r.State() == p.state {
+	if r.State() == p.state && r.Status.Reason == p.reason {
 		return
 	}
-	p.state = r.State()
+	p.state, p.reason = r.State(), r.Status.Reason
 	line := fmt.Sprintf("rollout/%s %s", r.Name, r.State())
 	if r.Status.Reason != "" {
 		line += " reason=" + table.OneLine(r.Status.Reason)

@@ -27,20 +27,11 @@ func NewCmdRollout(f genericclioptions.RESTClientGetter, streams genericiooption
 	cmd := &cobra.Command{
 		Use:   "rollout",
 		Short: "Roll a kubelet config out over many nodes: canary, waves, budget, halt, undo",
-		Long: `Roll a kubelet config out over many nodes, a few at a time.
-
-A rollout assigns the config to a canary first, then to waves of nodes, and
-never has more than --max-unavailable nodes restarting, in their health gate,
-or otherwise NotReady or cordoned at once. It halts on the first node that
-reports an error for the config (refused, rolled back, download failure):
-no further node is started.
-
-The rollout's state lives in the cluster, in a NodeConfigRollout object
-(kubectl get nodeconfigrollouts) in the config namespace (-n, default
-kube-system). Where the controller runs (deploy/controller.yaml), it drives
-every rollout, and these commands only change the objects. Without it,
-start --wait drives the rollout from this process; if it dies, kubectl dkc
-rollout resume NAME --wait carries on from where it stopped. See docs/rollout.md.`,
+		Long: `Roll a kubelet config out over many nodes, a few at a time: a canary, then
+waves, never more than --max-unavailable nodes down at once, halting on the
+first node that reports an error. Each rollout is a NodeConfigRollout in the
+config namespace; where the controller runs (deploy/controller.yaml) it
+drives them, else start --wait drives one from here. See docs/rollout.md.`,
 		Example: `  # Roll a config out over every node, one at a time after a canary
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait
 

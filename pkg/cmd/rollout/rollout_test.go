@@ -56,6 +56,9 @@ func TestStartValidate(t *testing.T) {
 			wantErr: "--digest cannot be used with --to-local: a node's local config has no bytes in a ConfigMap to check"},
 		"a short digest": {opts: valid(func(o *StartOptions) { o.Digest = "sha256:6f1ed002ab55" }),
 			wantErr: `invalid --digest "sha256:6f1ed002ab55": write the full digest, "sha256:" and 64 lowercase hex digits, as kubectl dkc push prints it`},
+		"windows": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h Europe/Berlin", "Sat,Sun 00:00 48h"} })},
+		"a bad window": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h", "weekends 10:00 2h"} }),
+			wantErr: `invalid --window: window "weekends 10:00 2h": day "weekends" is not one of Mon, Tue, Wed, Thu, Fri, Sat, Sun: the form is ` + rollout.WindowForm},
 		"force without drain": {opts: valid(func(o *StartOptions) { o.DrainForce = true }), wantErr: "--drain-force and --drain-delete-emptydir-data need --drain"},
 		"bad name":            {opts: valid(func(o *StartOptions) { o.Name = "Bad_Name" }), wantErr: `invalid --name "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 	}
@@ -75,7 +78,8 @@ func cm(name string) *corev1.NodeConfigSource {
 }
 
 // TestProgressLines checks the lines scripts parse when stdout is not a
-// terminal: one per phase change, none for a repeat.
+// terminal: one per phase change, and per change of the state or its
+// reason, none for a repeat.
 func TestProgressLines(t *testing.T) {
 	var buf bytes.Buffer
 	p := newProgress(&buf)
@@ -87,6 +91,10 @@ func TestProgressLines(t *testing.T) {
 		r.Status.Nodes[n] = rollout.NodeStatus{Phase: ph, Error: errText}
 	}
 	p.update(r)
+	r.Status.Reason = "OutsideWindow: no node starts before the next maintenance window, at 2026-11-30T22:00:00Z"
+	p.update(r)
+	p.update(r)
+	r.Status.Reason = ""
 	set("n1", rollout.InProgress, "")
 	p.update(r)
 	p.update(r)
@@ -98,7 +106,9 @@ func TestProgressLines(t *testing.T) {
 	p.update(r)
 	p.finish(r)
 	want := `rollout/r1 Running
+rollout/r1 Running reason=OutsideWindow: no node starts before the next maintenance window, at 2026-11-30T22:00:00Z
 rollout/r1 node/n1 InProgress wave=0
+rollout/r1 Running
 rollout/r1 node/n1 Done wave=0
 rollout/r1 node/n2 InProgress wave=1
 rollout/r1 node/n2 Failed wave=1 error=rolled back
@@ -172,10 +182,17 @@ func TestPrintPlan(t *testing.T) {
 	o := NewStartOptions(streams)
 	o.DryRun = util.DryRunClient
 	spec := rollout.Spec{Config: cm("a"), Nodes: []string{"n1", "n2", "n3"}, Canary: 1, MaxUnavailable: intstr.FromInt32(2), Drain: []string{"n3"}}
+	for _, s := range []string{"Mon-Fri 22:00 4h Europe/Berlin", "Sun 10:00 90m"} {
+		w, err := rollout.ParseWindow(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Windows = append(spec.Windows, w)
+	}
 	if err := o.printPlan(rollout.New("kube-system", "r1", spec)); err != nil {
 		t.Fatal(err)
 	}
-	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes
+	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes, starts nodes only in the windows Mon,Tue,Wed,Thu,Fri 22:00 4h0m0s Europe/Berlin; Sun 10:00 1h30m0s
 WAVE         NODES   DRAIN
 0 (canary)   n1      
 1            n2,n3   n3

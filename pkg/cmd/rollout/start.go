@@ -57,6 +57,10 @@ type StartOptions struct {
 	// TimeoutSet is whether --timeout was given.
 	TimeoutSet bool
 
+	// Windows is --window: the maintenance windows in which nodes start,
+	// each in the form rollout.WindowForm.
+	Windows []string
+
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
@@ -85,77 +89,12 @@ func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.
 	cmd := &cobra.Command{
 		Use:   "start (NODE... | -l SELECTOR | --all) (--config [configmap/]NAME | --to-local)",
 		Short: "Roll a kubelet config out over nodes: a canary, then waves under a budget",
-		Long: `Roll a kubelet config out over nodes: a canary, then waves under a budget.
-
-The first --canary nodes (default 1) go alone; the rest waits until they run
-the config and are Ready. Without --soak, a slot freed by a node that is done
-then goes at once to the next node. With --soak, waves of --max-unavailable
-nodes follow, each starting once the one before is done and has stayed
-healthy that long. Never more than --max-unavailable nodes (a count, or a
-percentage of the selected nodes) restart, sit in their health gate, or are
-otherwise NotReady or cordoned at once; nodes that already are count against
-it. Nodes go in name order, or by the value of --order-by-label, then name.
-
-The rollout halts on the first node that reports an error for the config
-(refused, rolled back, download failure): no further node is started, and
-kubectl dkc rollout status names the node and its error. A node that already
-runs the config is skipped. --to-local sends the nodes back to their local
-config instead, under the same budget.
-
-Every node is assigned the ConfigMap's bytes as they are when the rollout
-starts (their sha256 is pinned): an edit made during the rollout reaches no
-node. --digest takes the sha256 of the bytes as a reviewer saw them
-(kubectl dkc push prints it): other bytes are refused before anything is
-written. Fields whose change the agents refuse unless the assignment allows
-their class (static pods, certificates, the runtime and DNS endpoints,
-authorization, resource managers: docs/security.md) are named before
-anything starts; --allow-unsafe=CLASS[,CLASS] allows them.
-
-Allowing a class is a permission of its own: the verb use on the resource
-unsafeclasses.kubectl-dkc.io named by the class (the ClusterRole
-kubectl-dkc:unsafe:CLASS grants it), and a rollout that drains needs the
-right to evict pods in every namespace, as kubectl drain does. start asks
-the apiserver first (SelfSubjectAccessReview) and refuses, before writing
-anything, what the caller may not do; admission refuses it too.
---dry-run=client asks nothing, as it sends nothing.
-
-A config that changes cpuManagerPolicy, memoryManagerPolicy or
-topologyManagerPolicy on a node needs the node drained first: it is refused
-unless --drain is given (and --allow-unsafe=resource-managers). --drain cordons the node and evicts its pods
-through the eviction API (PodDisruptionBudgets hold; DaemonSet pods stay)
-before the assignment, and uncordons it once it passed its health gate.
-No other change drains.
-
-Where the controller runs (deploy/controller.yaml), start creates the
-rollout and returns, and the controller drives it; --wait then follows it
-here until it ends. Without a controller, start needs --wait, and drives
-the rollout from this process; if it dies, kubectl dkc rollout resume NAME
---wait continues the rollout. Either way no node is started twice. Progress is
-redrawn in place on a terminal, one line per event otherwise.
-
-Exit codes with --wait:
-  0  every node runs the config
-  1  the rollout could not start, or was paused or aborted
-  2  the rollout halted on a node's error
-  3  --timeout passed first (the rollout stays Running: resume it)`,
-		Example: `  # Roll a pushed config out over every node: one canary, then one node at a time
-  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait
-
-  # Two nodes at a time, zone by zone, and each wave healthy for 2 minutes first
-  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb -l pool=workers \
-    --max-unavailable 2 --order-by-label topology.kubernetes.io/zone --soak 2m --wait
-
-  # 10% of the fleet at a time, after three canaries
-  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --max-unavailable 10% --canary 3
-
-  # Print the planned waves without changing anything
-  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --dry-run=client
-
-  # A config that changes cpuManagerPolicy: drain each node first
-  kubectl dkc rollout start --config static-cpu-7h2m9k4g5b --all --drain --drain-timeout 10m --wait
-
-  # Send every node back to its local config, one at a time
-  kubectl dkc rollout start --to-local --all --wait`,
+		Long: `Roll a kubelet config out over nodes: --canary nodes first, then the rest,
+never more than --max-unavailable down at once, halting on a node's error.
+--dry-run prints the waves and, per node, the classes the config changes
+and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
+		Example: `  # Every node: one canary, then one node at a time; follow it here
+  kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
 		RunE:              lifecycle.RunE(f, o),
 	}
@@ -176,6 +115,7 @@ Exit codes with --wait:
 	fl.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long to wait for one node's pods to be evicted; 0 means forever.")
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
+	fl.StringArrayVar(&o.Windows, "window", o.Windows, "A maintenance window in which nodes start, repeatable: 'DAYS HH:MM DURATION [TIME-ZONE]', e.g. 'Mon-Fri 22:00 4h Europe/Berlin'. Outside every window no node starts; nodes already started finish.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
@@ -245,6 +185,9 @@ func (o *StartOptions) Validate() error {
 	if o.Soak < 0 || o.Timeout < 0 || o.DrainTimeout < 0 {
 		return errors.New("--soak, --timeout and --drain-timeout must not be negative")
 	}
+	if _, err := o.windows(); err != nil {
+		return err
+	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
 		return err
 	}
@@ -302,6 +245,9 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if err := flagz.CheckNodes(ctx, o.Client, nodes, payload); err != nil {
 		return fmt.Errorf("start rollout of configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
+	if target != nil && o.DryRun != util.DryRunNone {
+		util.ReportOptIns(ctx, o.Client, nodes, payload, allow, o.ErrOut)
+	}
 	store := o.Store
 	others, err := store.List(ctx)
 	if err != nil {
@@ -349,6 +295,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 // request is the rollout the flags ask for, with the classes allow.
 func (o *StartOptions) request(allow []string) rollout.Request {
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
+	windows, _ := o.windows()
 	return rollout.Request{
 		Namespace:               o.Namespace,
 		Name:                    o.Name,
@@ -364,7 +311,21 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 		DrainTimeout:            &o.DrainTimeout,
 		DrainForce:              o.DrainForce,
 		DrainDeleteEmptyDirData: o.DrainEmptyDir,
+		Windows:                 windows,
 	}
+}
+
+// windows parses --window.
+func (o *StartOptions) windows() (rollout.Windows, error) {
+	var ws rollout.Windows
+	for _, s := range o.Windows {
+		w, err := rollout.ParseWindow(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --window: %w", err)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
 }
 
 // factsReader reads what the nodes run for rollout.Plan, /configz

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -113,5 +114,15 @@ func TestUndoRefusesBeforeAborting(t *testing.T) {
 				t.Errorf("rollout r1 after a refused undo: %+v (%v), want it Running, not aborted", got, err)
 			}
 		})
+	}
+}
+
+// TestStartRequestsWindows: --window reaches the rollout's request.
+func TestStartRequestsWindows(t *testing.T) {
+	o := NewStartOptions(genericiooptions.NewTestIOStreamsDiscard())
+	o.Windows = []string{"Fri-Sun 22:00 4h Europe/Berlin"}
+	want := rollout.Windows{{Days: []string{"Fri", "Sat", "Sun"}, Start: "22:00", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}}
+	if diff := cmp.Diff(want, o.request(nil).Windows); diff != "" {
+		t.Errorf("windows (-want +got):\n%s", diff)
 	}
 }

@@ -52,24 +52,11 @@ func NewCmdStatus(f genericclioptions.RESTClientGetter, streams genericiooptions
 		Use:   "status [NAME | ncp/POOL]",
 		Short: "Show a rollout's waves: done, in progress, waiting, failed; or a pool's state",
 		Long: `Show a rollout's waves: how many nodes of each are done, in progress,
-waiting or failed. Without NAME, the newest rollout is shown. With
-ncp/POOL, a NodeConfigPool: its state (Ready, Reconciling or Stalled), its
-revision and node counts, and its current rollout's waves; -w follows it
-until it is Ready (0) or Stalled (2).
-
-Each node's phase is read live from its carrier status, so the table is
-right even when no client drives the rollout. -o json|yaml print the
-rollout object (kind Rollout), whose shape docs/rollout.md documents.
-
--w/--watch redraws the table in place on a terminal and prints one line per
-event otherwise, until the rollout is done, halted or aborted, or --timeout
-passes.
-
-Exit codes, with or without -w (docs/user-guide.md#exit-codes):
-  0  the rollout is done; without -w, also running or paused
-  1  the rollout was aborted, or another failure (API error, bad flags)
-  2  the rollout halted on a node's error
-  3  -w: --timeout passed first`,
+waiting or failed, read live from the nodes. Without NAME, the newest
+rollout; with ncp/POOL, a NodeConfigPool's state, revision and counts. -w
+follows it until it ends or --timeout passes. It exits 2 when the rollout
+halted on a node's error, 1 when it was aborted. Details and exit codes:
+docs/rollout.md, "Watch".`,
 		Example: `  # The newest rollout
   kubectl dkc rollout status
 

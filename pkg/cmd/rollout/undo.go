@@ -64,26 +64,12 @@ func NewCmdUndo(f genericclioptions.RESTClientGetter, streams genericiooptions.I
 		Short: "Take every node a rollout started back to the config it ran before, or a pool back to an earlier revision",
 		Long: `Take every node a rollout started back to the assignment it had before
 (another config, or its local config), as a new rollout under the same
-budget, canary and drain rules. Nodes the rollout skipped or never started
-are left alone; the nodes it had queued to start next are covered, and
-skipped where they still hold what they held. --latest undoes the newest
-rollout that is not itself an undo, instead of NAME. A running or paused
-rollout is aborted first.
-
-With ncp/POOL, point the NodeConfigPool back at the config of revision
---to-revision (default: the one before the current), pinned to the bytes
-that revision pinned: the controller rolls it out as the pool's next
-revision, under the pool's strategy. If the pool's spec is kept in git,
-change it there too, or the next sync undoes the undo.
-
-An undo allows the unsafe classes of the pins it gives back, and drains
-where the undone rollout drained: as rollout start does, undo asks the
-apiserver first whether the caller may use those classes and evict pods,
-and refuses before writing anything (before aborting the rollout, or
-changing the pool) when not.
-
---wait, --timeout and the exit codes are those of rollout start; with a
-pool, --wait follows it until it is Ready (0) or Stalled (2).`,
+budget, canary and drain rules; a running or paused rollout is aborted
+first. --latest undoes the newest rollout that is not itself an undo. With
+ncp/POOL, point the pool back at revision --to-revision (default: the one
+before), pinned to that revision's bytes. An undo needs the rights to the
+classes and drains it gives back, checked before anything is written.
+Details: docs/rollout.md, "Undo".`,
 		Example: `  # Undo the newest rollout and follow it
   kubectl dkc rollout undo --latest --wait
 

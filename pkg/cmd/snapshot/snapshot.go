@@ -65,31 +65,15 @@ func NewCmdSnapshot(f genericclioptions.RESTClientGetter, streams genericiooptio
 	cmd := &cobra.Command{
 		Use:   "snapshot (NODE... | -l SELECTOR | --all) [-o json|yaml] [--output-dir DIR] [--jq EXPR]",
 		Short: "Save a node's running kubelet config as a KubeletConfiguration",
-		Long: `Save the running config of one or more kubelets as KubeletConfiguration documents.
-
-snapshot reads GET /api/v1/nodes/NODE/proxy/configz through the apiserver
-(which needs "get" on "nodes/proxy"), takes .kubeletconfig and sets kind and
-apiVersion, exactly as the old documented workflow did with kubectl proxy,
-curl and jq. --jq applies a further jq expression to that document.
-
-With one node the document goes to stdout. With several nodes, and no
---output-dir, the documents go to stdout one after another in node name
-order: JSON documents as jq prints a stream, YAML documents separated by
-"---" and each headed by a "# node/NAME" comment. With --output-dir each node's
-document is written to DIR/kubelet_configz_NODE (atomically; DIR is created)
-and the paths written are printed.
-
-A snapshot copies the node's settings as they are, weak ones included:
-snapshot warns on stderr when a node has anonymous authentication on,
-authorization mode AlwaysAllow or a read-only port.
-
-Nodes are read in parallel (--concurrency). When a node fails, the others are
-still written, and the command exits 1 after naming every failed node.`,
+		Long: `Save the running config of one or more kubelets as KubeletConfiguration
+documents: GET /api/v1/nodes/NODE/proxy/configz (which needs get on
+nodes/proxy), its .kubeletconfig with kind and apiVersion set, as the old
+workflow did with curl and jq; --jq applies an expression of your own. Several
+nodes go to stdout one after another, or with --output-dir one file each,
+DIR/kubelet_configz_NODE. snapshot warns about the weak security settings it
+copies. Details: docs/user-guide.md, "1. Take the node's live config".`,
 		Example: `  # Save node-1's kubelet config, ready to edit and push
   kubectl dkc snapshot node-1 > kubelet.json
-
-  # The same as YAML
-  kubectl dkc snapshot node-1 -o yaml > kubelet.yaml
 
   # One file per worker node: ./configs/kubelet_configz_<node>
   kubectl dkc snapshot -l node-role.kubernetes.io/worker --output-dir configs

@@ -68,52 +68,15 @@ func NewCmdStatus(f genericclioptions.RESTClientGetter, streams genericiooptions
 	cmd := &cobra.Command{
 		Use:   "status [NODE... | -l SELECTOR | --all]",
 		Short: "Show the kubelet config each node was assigned, runs and falls back to",
-		Long: `Show the kubelet config each node was assigned, runs and falls back to.
-
-This is what .status.config showed. The columns are:
-  CARRIER          where the node holds its assignment: native or annotation
-  ASSIGNED         the config the node's agent took up
-  ACTIVE           the config the kubelet runs; <local> is the node's own
-  LAST-KNOWN-GOOD  the config the node falls back to
-  AGENT            whether a dkc agent looks after the node:
-                     none   no agent has ever reported on it (no status, no
-                            KubeletConfigOK condition): nothing applies an
-                            assignment there; see docs/install.md
-                     ready  an agent has reported and took up the assignment
-                            (a running agent reports at its first sync)
-                     verifying  the kubelet runs the assignment (ACTIVE), and
-                            the agent's health gate still waits for its Ready
-                     stale  an agent reported before, but the assignment has
-                            waited more than 2m for it: it is gone or stuck
-                   An agent writes only when something changes, so one that
-                   stopped after taking up the assignment shows ready.
-  ERROR            why the node does not run its assignment
--o wide adds REQUESTED, the assignment as the operator made it, which the
-status lags behind until the node's agent picks it up, and PINNED, the digest
-of the bytes the assignment lets the node apply (with --allow-unsafe's
-classes), or <unpinned> for an assignment no agent applies. -o json|yaml print a
-List of NodeConfig objects, whose .status has the shape of .status.config.
--o name prints node/NAME.
-
---all, or no NODE and no -l, means every node. -w/--watch prints a new row whenever a
-node's config state changes, until interrupted or until --timeout.
---wait-for=active waits until every selected node runs its assignment (or its
-local config, when it has none) without error; --wait-for=error waits until
-every selected node reports an error. Then the table is printed.
-
-Exit codes (docs/user-guide.md#exit-codes):
-  0  no node reports an error for its assignment; with --wait-for, every
-     node reached the condition
-  1  any other failure (API error, bad flags)
-  2  a node reports an error for the config assigned to it: in the table
-     status printed, in the last rows -w printed when --timeout passed, or
-     while --wait-for=active waited
-  3  --timeout passed before every node reached --wait-for's condition`,
+		Long: `Show the kubelet config each node was assigned, runs (ACTIVE) and falls back
+to (LAST-KNOWN-GOOD), as .status.config showed it, whether a dkc agent looks
+after the node (AGENT: none, ready, verifying or stale), and its ERROR. -o wide
+adds the assignment as requested and the digest it pins. -w prints a row at
+each change; --wait-for=active|error waits for every node, then prints the
+table. status exits 2 when a node reports an error for its assignment.
+Columns, states and exit codes: docs/user-guide.md, "5. Watch it take effect".`,
 		Example: `  # Show every node
   kubectl dkc status
-
-  # Show two nodes, with the requested assignment and resource versions
-  kubectl dkc status node-1 node-2 -o wide
 
   # Watch the nodes of a pool change
   kubectl dkc status -l pool=canary -w
