@@ -373,13 +373,16 @@ func TestPrivilege(t *testing.T) {
 
 	t.Run("an agent on a pod-bound token applies a config, reading its kubelet directly", func(t *testing.T) {
 		createConfigMap(t, c, "privilege-42", framework.ConfigWith(t, a.DefaultKubeletConfig(), framework.MaxPods(42)))
-		proxyBefore := apiserverMetric(t, c, "apiserver_request_total", `resource="nodes"`, `subresource="proxy"`)
 		ag, err := a.StartAgent(framework.DKCBinary(), a.AgentArgs(framework.AgentOptions{Kubeconfig: kcA, TrialDuration: 5 * time.Second, RequireAdmissionPolicy: true, Extra: []string{"-v=2"}}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		starts := a.KubeletStarts()
 		mustDKC(t, c, "", "assign", a.Name, "--config", "privilege-42")
+		// From here: assign itself asks the node proxy, for the kubelet's
+		// /flagz, before it writes; the agent's apply, a restart and a
+		// gate, takes longer than this read.
+		proxyBefore := apiserverMetric(t, c, "apiserver_request_total", `resource="nodes"`, `subresource="proxy"`)
 		st := eventuallyStatus(t, c, a.Name, 90*time.Second, Active("privilege-42"), LKG("privilege-42"), NoError())
 		if st.Error != "" {
 			t.Errorf("status error %q", st.Error)

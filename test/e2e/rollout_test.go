@@ -241,6 +241,51 @@ func TestRollout(t *testing.T) {
 		}
 	})
 
+	t.Run("a window that opens during the test: no node starts before it, then the rollout completes", func(t *testing.T) {
+		everyNodeFrom(t, "ro-a")
+		createConfigMap(t, c, "ro-w", partial("maxPods: 64\n"))
+		// Windows have minute granularity: the next whole minute at least
+		// 40 s ahead, long enough to see that nothing starts before it.
+		now := time.Now().UTC()
+		opens := now.Add(time.Minute).Truncate(time.Minute)
+		if opens.Sub(now) < 40*time.Second {
+			opens = opens.Add(time.Minute)
+		}
+		window := opens.Format("Mon 15:04") + " 30m UTC"
+		bg := startDKCBackground(t, c, "rollout", "start", "--config", "ro-w", "--all", "--name", "w", "--window", window, "--wait", "--timeout", "5m")
+		want := "OutsideWindow: no node starts before the next maintenance window, at " + opens.Format(time.RFC3339)
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			// Before the client created the rollout, status exits 1.
+			return dkc(t, c, "", "rollout", "status", "w", "-o", "jsonpath={.status.reason}").Stdout == want, nil
+		}); err != nil {
+			t.Fatalf("the rollout never said %q (window %q): %v; stderr:\n%s", want, window, err, bg.stderr())
+		}
+		if out := readDKC(t, c, "rollout", "list", "-o", "wide").Stdout; !strings.Contains(out, "OutsideWindow") {
+			t.Errorf("rollout list -o wide does not show OutsideWindow:\n%s", out)
+		}
+		// Until the window opens, no node is assigned ro-w.
+		for time.Until(opens) > 2*time.Second {
+			for _, n := range names {
+				if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !framework.IsConfigMap(src, "ro-a") {
+					t.Fatalf("node %s assigned %v at %s, before the window opens at %s", n, src, time.Now().UTC().Format(time.RFC3339), opens.Format(time.RFC3339))
+				}
+			}
+			time.Sleep(time.Second) // nothing to observe: the absence of an assignment
+		}
+		if code := bg.wait(t, 4*time.Minute); code != 0 {
+			t.Fatalf("rollout start --wait: exit %d; stderr:\n%s", code, bg.stderr())
+		}
+		ro := rolloutObject(t, c, "w")
+		if ro.Status.State != rollout.Done || ro.Status.Reason != "" {
+			t.Errorf("state %s, reason %q; want Done with no reason", ro.Status.State, ro.Status.Reason)
+		}
+		for _, n := range names {
+			eventuallyStatus(t, c, n, 10*time.Second, Active("ro-w"), NoError())
+			if st := ro.NodeStatus(n).Started; st == nil || st.Time.Before(opens) {
+				t.Errorf("node %s started at %v, before the window opened at %s", n, st, opens.Format(time.RFC3339))
+			}
+		}
+	})
 	t.Run("drain: refused without --drain; evicts the bound pod and uncordons", func(t *testing.T) {
 		n := names[0]
 		cm := &corev1.ConfigMap{
@@ -295,51 +340,6 @@ func TestRollout(t *testing.T) {
 		}
 		if got := configz(t, c, n)["topologyManagerPolicy"]; got != "best-effort" {
 			t.Errorf("configz topologyManagerPolicy %v, want best-effort", got)
-		}
-	})
-	t.Run("a window that opens during the test: no node starts before it, then the rollout completes", func(t *testing.T) {
-		everyNodeFrom(t, "ro-a")
-		createConfigMap(t, c, "ro-w", partial("maxPods: 64\n"))
-		// Windows have minute granularity: the next whole minute at least
-		// 40 s ahead, long enough to see that nothing starts before it.
-		now := time.Now().UTC()
-		opens := now.Add(time.Minute).Truncate(time.Minute)
-		if opens.Sub(now) < 40*time.Second {
-			opens = opens.Add(time.Minute)
-		}
-		window := opens.Format("Mon 15:04") + " 30m UTC"
-		bg := startDKCBackground(t, c, "rollout", "start", "--config", "ro-w", "--all", "--name", "w", "--window", window, "--wait", "--timeout", "5m")
-		want := "OutsideWindow: no node starts before the next maintenance window, at " + opens.Format(time.RFC3339)
-		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			// Before the client created the rollout, status exits 1.
-			return dkc(t, c, "", "rollout", "status", "w", "-o", "jsonpath={.status.reason}").Stdout == want, nil
-		}); err != nil {
-			t.Fatalf("the rollout never said %q (window %q): %v; stderr:\n%s", want, window, err, bg.stderr())
-		}
-		if out := readDKC(t, c, "rollout", "list", "-o", "wide").Stdout; !strings.Contains(out, "OutsideWindow") {
-			t.Errorf("rollout list -o wide does not show OutsideWindow:\n%s", out)
-		}
-		// Until the window opens, no node is assigned ro-w.
-		for time.Until(opens) > 2*time.Second {
-			for _, n := range names {
-				if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !framework.IsConfigMap(src, "ro-a") {
-					t.Fatalf("node %s assigned %v at %s, before the window opens at %s", n, src, time.Now().UTC().Format(time.RFC3339), opens.Format(time.RFC3339))
-				}
-			}
-			time.Sleep(time.Second) // nothing to observe: the absence of an assignment
-		}
-		if code := bg.wait(t, 4*time.Minute); code != 0 {
-			t.Fatalf("rollout start --wait: exit %d; stderr:\n%s", code, bg.stderr())
-		}
-		ro := rolloutObject(t, c, "w")
-		if ro.Status.State != rollout.Done || ro.Status.Reason != "" {
-			t.Errorf("state %s, reason %q; want Done with no reason", ro.Status.State, ro.Status.Reason)
-		}
-		for _, n := range names {
-			eventuallyStatus(t, c, n, 10*time.Second, Active("ro-w"), NoError())
-			if st := ro.NodeStatus(n).Started; st == nil || st.Time.Before(opens) {
-				t.Errorf("node %s started at %v, before the window opened at %s", n, st, opens.Format(time.RFC3339))
-			}
 		}
 	})
 }
