@@ -442,14 +442,20 @@ type doc struct {
 	lines []string
 }
 
-// readDocs returns README.md and docs/*.md, but for docs/reference.md:
-// that one is generated from the code, and TestReferenceDocs holds it to it.
+// readDocs returns README.md, docs/*.md and docs/design/*.md, but for
+// docs/reference.md: that one is generated from the code, and
+// TestReferenceDocs holds it to it.
 func readDocs(t *testing.T) []doc {
 	t.Helper()
 	paths, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	design, err := filepath.Glob("../docs/design/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths = append(paths, design...)
 	var out []doc
 	for _, p := range append([]string{"../README.md"}, paths...) {
 		if p == referencePath {
