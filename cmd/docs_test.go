@@ -255,21 +255,15 @@ func (d doc) invocations(trees map[string]*cobra.Command) []invocation {
 // list of reasons in a sentence about Events, must be one.
 func TestDocsEventReasons(t *testing.T) {
 	docs := docsByPath(t)
-	// The places that list the reasons, each from the text that begins it
-	// to the end of its paragraph or list item.
-	for _, list := range []struct{ path, begins string }{
-		{"docs/agent.md", "- **Events** on the Node"},
-		{"docs/carrier.md", "The agent records Events on the Node"},
-	} {
-		d := docs[list.path]
-		line, words := d.paragraphFrom(t, list.begins)
-		var named []reasonAt
-		for _, w := range words {
-			if w.reason != corev1.EventTypeNormal && w.reason != corev1.EventTypeWarning {
-				named = append(named, w)
+	// The list of the reasons has one home, the table of
+	// troubleshooting.md (TestDocsTroubleshooting holds it to the code):
+	// no other doc has a table of Events.
+	for _, d := range docs {
+		for _, tbl := range d.tables() {
+			if strings.EqualFold(tbl.header[0], "event") && d.path != "docs/troubleshooting.md" {
+				t.Errorf("%s: a second table of Events; link to troubleshooting.md's", d.at(tbl.line))
 			}
 		}
-		compareReasons(t, d, line, "Event reasons", named, agent.EventReasons)
 	}
 	allowed := sets.New(agent.EventReasons...).Insert(corev1.EventTypeNormal, corev1.EventTypeWarning)
 	// "Events (reasons `A`, `B` and `C`)": within a sentence.
