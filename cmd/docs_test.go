@@ -623,33 +623,6 @@ type reasonAt struct {
 // word.
 var reasonWord = regexp.MustCompile("`([A-Z][A-Za-z]+)`")
 
-// paragraphFrom returns the line on which begins occurs in d, and the
-// reasons written from there to the end of its paragraph or list item.
-func (d doc) paragraphFrom(t *testing.T, begins string) (int, []reasonAt) {
-	t.Helper()
-	for i, l := range d.lines {
-		at := strings.Index(l, begins)
-		if at < 0 {
-			continue
-		}
-		var out []reasonAt
-		for j := i; j < len(d.lines); j++ {
-			l := d.lines[j]
-			if j == i {
-				l = l[at:]
-			} else if item := strings.TrimSpace(l); item == "" || strings.HasPrefix(item, "- ") || strings.HasPrefix(item, "#") {
-				break
-			}
-			for _, m := range reasonWord.FindAllStringSubmatch(l, -1) {
-				out = append(out, reasonAt{reason: m[1], line: j + 1})
-			}
-		}
-		return i + 1, out
-	}
-	t.Fatalf("%s: no %q, where the list of reasons was", d.path, begins)
-	return 0, nil
-}
-
 // reasonsAfter returns the reasons in inline code in d's prose that follow
 // the regular expression before or precede after.
 func (d doc) reasonsAfter(before, after string) []reasonAt {
