@@ -255,21 +255,15 @@ func (d doc) invocations(trees map[string]*cobra.Command) []invocation {
 // list of reasons in a sentence about Events, must be one.
 func TestDocsEventReasons(t *testing.T) {
 	docs := docsByPath(t)
-	// The places that list the reasons, each from the text that begins it
-	// to the end of its paragraph or list item.
-	for _, list := range []struct{ path, begins string }{
-		{"docs/agent.md", "- **Events** on the Node"},
-		{"docs/carrier.md", "The agent records Events on the Node"},
-	} {
-		d := docs[list.path]
-		line, words := d.paragraphFrom(t, list.begins)
-		var named []reasonAt
-		for _, w := range words {
-			if w.reason != corev1.EventTypeNormal && w.reason != corev1.EventTypeWarning {
-				named = append(named, w)
+	// The list of the reasons has one home, the table of
+	// troubleshooting.md (TestDocsTroubleshooting holds it to the code):
+	// no other doc has a table of Events.
+	for _, d := range docs {
+		for _, tbl := range d.tables() {
+			if strings.EqualFold(tbl.header[0], "event") && d.path != "docs/troubleshooting.md" {
+				t.Errorf("%s: a second table of Events; link to troubleshooting.md's", d.at(tbl.line))
 			}
 		}
-		compareReasons(t, d, line, "Event reasons", named, agent.EventReasons)
 	}
 	allowed := sets.New(agent.EventReasons...).Insert(corev1.EventTypeNormal, corev1.EventTypeWarning)
 	// "Events (reasons `A`, `B` and `C`)": within a sentence.
@@ -298,12 +292,14 @@ func TestDocsEventReasons(t *testing.T) {
 // "`X` condition" or "reason `X`" is a condition or one of its reasons.
 func TestDocsConditions(t *testing.T) {
 	docs := docsByPath(t)
-	found := sets.New[string]()
+	// The table of each condition's reasons has one home, besides the
+	// generated reference: a second copy drifts.
+	nodeTables, poolTables := sets.New[string](), sets.New[string]()
 	for _, d := range docs {
 		for _, tbl := range d.tables() {
 			switch {
 			case len(tbl.header) >= 2 && strings.EqualFold(tbl.header[0], "reason") && strings.EqualFold(tbl.header[1], "status"):
-				found.Insert(d.path)
+				nodeTables.Insert(d.path)
 				var named []reasonAt
 				for _, r := range tbl.rows {
 					reason := strings.Trim(r.cells[0], "`")
@@ -314,7 +310,7 @@ func TestDocsConditions(t *testing.T) {
 				}
 				compareReasons(t, d, tbl.line, string(source.ConditionType)+" reasons", named, agent.ConditionReasons)
 			case len(tbl.header) == 3 && strings.EqualFold(tbl.header[0], "condition") && strings.EqualFold(tbl.header[2], "reasons"):
-				found.Insert(d.path)
+				poolTables.Insert(d.path)
 				var conditions []reasonAt
 				for _, r := range tbl.rows {
 					typ := strings.Trim(r.cells[0], "`")
@@ -329,8 +325,11 @@ func TestDocsConditions(t *testing.T) {
 			}
 		}
 	}
-	if want := sets.New("docs/agent.md", "docs/carrier.md", "docs/rollout.md", "docs/troubleshooting.md"); !found.IsSuperset(want) {
-		t.Errorf("found the tables of conditions in %v, want them in %v", sets.List(found), sets.List(want))
+	if want := sets.New("docs/troubleshooting.md"); !nodeTables.Equal(want) {
+		t.Errorf("the tables of %s's reasons are in %v; want one, in %v: link to it from elsewhere", source.ConditionType, sets.List(nodeTables), sets.List(want))
+	}
+	if want := sets.New("docs/rollout.md"); !poolTables.Equal(want) {
+		t.Errorf("the tables of %s conditions are in %v; want one, in %v: link to it from elsewhere", pool.Kind, sets.List(poolTables), sets.List(want))
 	}
 
 	allowed := sets.New(agent.ConditionReasons...).Insert(string(source.ConditionType)).
@@ -442,14 +441,20 @@ type doc struct {
 	lines []string
 }
 
-// readDocs returns README.md and docs/*.md, but for docs/reference.md:
-// that one is generated from the code, and TestReferenceDocs holds it to it.
+// readDocs returns README.md, docs/*.md and docs/design/*.md, but for
+// docs/reference.md: that one is generated from the code, and
+// TestReferenceDocs holds it to it.
 func readDocs(t *testing.T) []doc {
 	t.Helper()
 	paths, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	design, err := filepath.Glob("../docs/design/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths = append(paths, design...)
 	var out []doc
 	for _, p := range append([]string{"../README.md"}, paths...) {
 		if p == referencePath {
@@ -617,33 +622,6 @@ type reasonAt struct {
 // reasonWord is a reason or a condition in inline code: a capitalized
 // word.
 var reasonWord = regexp.MustCompile("`([A-Z][A-Za-z]+)`")
-
-// paragraphFrom returns the line on which begins occurs in d, and the
-// reasons written from there to the end of its paragraph or list item.
-func (d doc) paragraphFrom(t *testing.T, begins string) (int, []reasonAt) {
-	t.Helper()
-	for i, l := range d.lines {
-		at := strings.Index(l, begins)
-		if at < 0 {
-			continue
-		}
-		var out []reasonAt
-		for j := i; j < len(d.lines); j++ {
-			l := d.lines[j]
-			if j == i {
-				l = l[at:]
-			} else if item := strings.TrimSpace(l); item == "" || strings.HasPrefix(item, "- ") || strings.HasPrefix(item, "#") {
-				break
-			}
-			for _, m := range reasonWord.FindAllStringSubmatch(l, -1) {
-				out = append(out, reasonAt{reason: m[1], line: j + 1})
-			}
-		}
-		return i + 1, out
-	}
-	t.Fatalf("%s: no %q, where the list of reasons was", d.path, begins)
-	return 0, nil
-}
 
 // reasonsAfter returns the reasons in inline code in d's prose that follow
 // the regular expression before or precede after.

@@ -96,7 +96,7 @@ dkc, generated from the code. What each means and what to do about it:
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", k.value, k.kind, k.constant, k.doc)
 	}
 
-	fmt.Fprintf(&b, "\n## Node condition\n\nThe agent keeps the Node condition `%s`, with one of these reasons ([agent.md](agent.md#status-condition-and-events) says what each means):\n\n", source.ConditionType)
+	fmt.Fprintf(&b, "\n## Node condition\n\nThe agent keeps the Node condition `%s`, with one of these reasons ([troubleshooting.md](troubleshooting.md#the-node-condition-reason-by-reason) says what each means and what to do):\n\n", source.ConditionType)
 	b.WriteString("| reason | status |\n| --- | --- |\n")
 	for _, r := range agent.ConditionReasons {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", r, agent.ConditionStatus(r))

@@ -104,7 +104,7 @@ func judgeConfinement(node, other string, otherErr, labelErr error) ([]string, e
 func unconfinedMessage(c confinement) string {
 	return fmt.Sprintf("the agent's credential (%s) can %s: the admission policy kubectl-dkc-agent-own-node "+
 		"(deploy/admission-policy.yaml) does not confine it. Apply it with the agent's ClusterRole "+
-		"kubectl-dkc:agent (kubectl apply -k deploy/, Kubernetes 1.30+) and bind the agent to no role "+
+		"kubectl-dkc:agent (kubectl dkc install, Kubernetes 1.30+) and bind the agent to no role "+
 		"with wildcards; on a cluster without admission policies run the agent with "+
 		"--require-admission-policy=false. No config is applied until then",
 		c.user, strings.Join(c.can, " and "))

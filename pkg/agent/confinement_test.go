@@ -258,7 +258,7 @@ func TestAwaitConfinement(t *testing.T) {
 		if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != ReasonUnconfined || !strings.HasPrefix(cond.Message, wantMsg) {
 			t.Fatalf("condition %+v, want False, %s, message starting %q", cond, ReasonUnconfined, wantMsg)
 		}
-		for _, s := range []string{"--require-admission-policy=false", "kubectl apply -k deploy/", "No config is applied until then"} {
+		for _, s := range []string{"--require-admission-policy=false", "kubectl dkc install", "No config is applied until then"} {
 			if !strings.Contains(cond.Message, s) {
 				t.Errorf("condition message %q does not name %q", cond.Message, s)
 			}

@@ -62,7 +62,7 @@ type Decision struct {
 // no node is queued (the cluster cannot store a queue). decide does no
 // I/O.
 //
-// It keeps the rollout's invariants (docs/rollout.md, "Invariants"):
+// It keeps the rollout's invariants (docs/design/rollout.md, "Invariants"):
 //   - halt before anything else: a failed node halts the rollout, and
 //     nothing else is decided;
 //   - record, then assign: a node is started by recording it InProgress,

@@ -59,7 +59,7 @@ func (e *engine) getNode(name string) (*corev1.Node, error) {
 	return node, err
 }
 
-// execute carries d out, in the order the invariants ask (docs/rollout.md,
+// execute carries d out, in the order the invariants ask (docs/design/rollout.md,
 // "Invariants"): a Final rollout (halted, or done once its drained nodes
 // are uncordoned) is written and ends the pass; otherwise the nodes are
 // uncordoned, the dequeued nodes assigned (the rollout as read recorded

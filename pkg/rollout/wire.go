@@ -5,7 +5,7 @@
 // status names its entry by index. A finished rollout over 5000 nodes then
 // takes 169 bytes per node instead of 540, and stays well under etcd's
 // default request limit of 1.5 MiB, which every write of the object must
-// fit (docs/rollout.md, "The rollout object"). In memory, NodeStatus keeps
+// fit (docs/design/rollout.md, "The rollout object"). In memory, NodeStatus keeps
 // the assignment and pin themselves.
 
 package rollout

@@ -110,7 +110,7 @@ func TestConfinement(t *testing.T) {
 		for _, want := range []string{
 			"the agent's credential (" + framework.AgentIdentity + ")",
 			fmt.Sprintf("can write Node %q and set a label on its own Node %q", b.Name, a.Name),
-			"kubectl apply -k deploy/", "--require-admission-policy=false", "No config is applied until then",
+			"kubectl dkc install", "--require-admission-policy=false", "No config is applied until then",
 		} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("condition message %q lacks %q", msg, want)

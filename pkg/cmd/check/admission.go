@@ -51,7 +51,7 @@ func (o *Options) checkPolicies(ctx context.Context) Result {
 	}
 	if len(missing) > 0 {
 		r.Status, r.Message = Fail, "missing: "+strings.Join(missing, ", ")
-		r.Hint = "apply deploy/admission-policy.yaml (kubectl apply --server-side -k deploy/; docs/security.md)"
+		r.Hint = "apply deploy/admission-policy.yaml (kubectl dkc install does; docs/security.md)"
 		return r
 	}
 	r.Status, r.Message = OK, fmt.Sprintf("all %d in force", len(Policies))
@@ -100,7 +100,7 @@ func (o *Options) checkForgedWrites(ctx context.Context, nodes []corev1.Node) Re
 	case len(admitted) > 0:
 		r.Status = Fail
 		r.Message = "admitted: " + strings.Join(admitted, "; ")
-		r.Hint = "apply deploy/admission-policy.yaml (kubectl apply --server-side -k deploy/; docs/security.md)"
+		r.Hint = "apply deploy/admission-policy.yaml (kubectl dkc install does; docs/security.md)"
 	case len(unknown) > 0:
 		r.Status = Warn
 		r.Message = "cannot be known: " + strings.Join(unknown, "; ")

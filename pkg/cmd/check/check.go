@@ -79,7 +79,7 @@ const (
 )
 
 // installHint is how deploy/ is installed.
-const installHint = "install dkc: kubectl apply --server-side -k deploy/ (docs/install.md)"
+const installHint = "install dkc: kubectl dkc install --image-repository HOST/PATH (docs/install.md)"
 
 // Options holds the flags and clients of `kubectl dkc check`.
 type Options struct {
