@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
-	"github.com/kubectl-dkc/dkc/pkg/flagz"
+	"github.com/kubectl-dkc/dkc/pkg/flagz/flagztest"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -50,20 +50,8 @@ func TestJudgeVersions(t *testing.T) {
 }
 
 func TestJudgeNodeFlags(t *testing.T) {
-	defaults := map[string]string{}
-	for _, f := range flagz.Fields {
-		defaults[f.Flag] = f.Default
-	}
-	with := func(kv ...string) map[string]string {
-		out := map[string]string{}
-		for k, v := range defaults {
-			out[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		return out
-	}
+	// Every flag as /flagz lists it: with its default unless given.
+	with := flagztest.Listed
 	tests := map[string]struct {
 		flags       map[string]string
 		agentDropIn bool
