@@ -263,14 +263,36 @@ func TestRollout(t *testing.T) {
 		if out := readDKC(t, c, "rollout", "list", "-o", "wide").Stdout; !strings.Contains(out, "OutsideWindow") {
 			t.Errorf("rollout list -o wide does not show OutsideWindow:\n%s", out)
 		}
-		// Until the window opens, no node is assigned ro-w.
-		for time.Until(opens) > 2*time.Second {
-			for _, n := range names {
-				if src, _, _ := source.Assigned(readNode(t, c.Client, n)); !framework.IsConfigMap(src, "ro-a") {
-					t.Fatalf("node %s assigned %v at %s, before the window opens at %s", n, src, time.Now().UTC().Format(time.RFC3339), opens.Format(time.RFC3339))
-				}
+		// Until the window opens, no node is assigned ro-w: every Node as
+		// listed, then every change a watch delivers until 2 s before.
+		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		notAssigned := func(n *corev1.Node) {
+			t.Helper()
+			if src, _, _ := source.Assigned(n); !framework.IsConfigMap(src, "ro-a") {
+				t.Fatalf("node %s assigned %v at %s, before the window opens at %s", n.Name, src, time.Now().UTC().Format(time.RFC3339), opens.Format(time.RFC3339))
 			}
-			time.Sleep(time.Second) // nothing to observe: the absence of an assignment
+		}
+		for i := range list.Items {
+			notAssigned(&list.Items[i])
+		}
+		wctx, cancel := context.WithDeadline(ctx, opens.Add(-2*time.Second))
+		w, err := c.Client.CoreV1().Nodes().Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				notAssigned(n)
+			}
+		}
+		w.Stop()
+		cancel()
+		if left := time.Until(opens.Add(-2 * time.Second)); left > time.Second {
+			t.Fatalf("the watch of the Nodes ended %s before the window opens", left.Round(time.Second))
 		}
 		if code := bg.wait(t, 4*time.Minute); code != 0 {
 			t.Fatalf("rollout start --wait: exit %d; stderr:\n%s", code, bg.stderr())
