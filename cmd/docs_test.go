@@ -20,7 +20,6 @@ import (
 	"github.com/kubectl-dkc/dkc/cmd"
 	"github.com/kubectl-dkc/dkc/pkg/agent"
 	agentcmd "github.com/kubectl-dkc/dkc/pkg/cmd/agent"
-	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -67,7 +66,6 @@ func commandTrees() map[string]*cobra.Command {
 	dkc := cmd.NewCmdDKC(streams)
 	// What kubectl-dkc-agent's main builds.
 	standalone := agentcmd.NewCmdStandalone(streams)
-	version.AddTo(standalone, streams)
 	for _, root := range []*cobra.Command{dkc, standalone} {
 		root.InitDefaultVersionFlag()
 		walk(root, func(c *cobra.Command) { c.InitDefaultHelpFlag() })
