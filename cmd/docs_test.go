@@ -411,12 +411,19 @@ func TestDocsTroubleshooting(t *testing.T) {
 
 // TestDocsExitCodes keeps the exit codes in one table, the one
 // TestExitCodes checks (docs/user-guide.md, "Exit codes"): no other doc
-// has a table of codes, and every "exit N" or "exits N" a doc writes is a
-// code of that table.
+// has a table of codes or a section headed "Exit codes", and every "exit N"
+// or "exits N" a doc writes is a code of that table.
 func TestDocsExitCodes(t *testing.T) {
 	codes := documentedExitCodes(t)
 	exit := regexp.MustCompile(`\bexits?(?: with)?(?: code)?\s+(\d+)`)
+	heading := regexp.MustCompile(`(?i)^#+\s+exit codes\s*$`)
 	for _, d := range readDocs(t) {
+		fenced := d.fenced()
+		for i, l := range d.lines {
+			if !fenced[i] && heading.MatchString(l) && d.path != "docs/user-guide.md" {
+				t.Errorf("%s: a section of exit codes; the codes have one table, docs/user-guide.md#exit-codes: link to it", d.at(i+1))
+			}
+		}
 		for _, tbl := range d.tables() {
 			if strings.EqualFold(tbl.header[0], "code") && d.path != "docs/user-guide.md" {
 				t.Errorf("%s: a table of exit codes; the codes have one table, docs/user-guide.md#exit-codes: link to it", d.at(tbl.line))
