@@ -20,7 +20,6 @@ import (
 	"github.com/kubectl-dkc/dkc/cmd"
 	"github.com/kubectl-dkc/dkc/pkg/agent"
 	agentcmd "github.com/kubectl-dkc/dkc/pkg/cmd/agent"
-	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -32,33 +31,71 @@ import (
 
 // TestDocsFlags checks every flag written in a command line of kubectl dkc,
 // kubectl-dkc or kubectl-dkc-agent (in a code block, or in inline code,
-// which may also begin with a verb: `assign --wait`) and in the first
-// column of a flags table: the command the line names must have it, or
-// inherit it (kubectl's global flags). A flag in a comment on such a line,
-// or in a table whose command the doc does not name, must be a flag of some
-// dkc command. Flags of other tools (kubectl's own verbs, systemctl, make)
-// are not checked.
+// which may also begin with a verb: `assign --wait`): the command the line
+// names must have it, or inherit it (kubectl's global flags). A flag in a
+// comment on such a line must be a flag of some dkc command. Flags of other
+// tools (kubectl's own verbs, systemctl, make) are not checked.
 func TestDocsFlags(t *testing.T) {
 	trees := commandTrees()
 	for _, d := range readDocs(t) {
-		var last *cobra.Command // the command the doc named last
 		for _, inv := range d.invocations(trees) {
-			if inv.table != nil {
-				for _, cell := range inv.table {
-					checkFlags(t, d, cell.line, cell.text, last, trees)
-				}
-				continue
-			}
-			c := checkFlags(t, d, inv.line, inv.text, inv.root, trees)
-			if inv.named {
-				last = c
-			}
+			checkFlags(t, d, inv.line, inv.text, inv.root, trees)
 			if inv.comment != "" {
 				checkFlags(t, d, inv.line, inv.comment, nil, trees)
 			}
 		}
 	}
 }
+
+// TestDocsFlagTables keeps the flags of dkc's commands, with their
+// defaults and meanings, in one list, the generated docs/reference.md: no
+// other doc has a table of flags. A table of flags is one whose first
+// column is headed flag or option, or one where more than half of the rows
+// (at least two) begin with inline code whose first word is a flag of a
+// dkc command, such as "`--canary N`". A doc says when and why to use a
+// flag in prose, and links to the reference for the list.
+func TestDocsFlagTables(t *testing.T) {
+	trees := commandTrees()
+	for _, d := range readDocs(t) {
+		for _, tbl := range d.tables() {
+			if isFlagsTable(tbl, trees) {
+				t.Errorf("%s: a second table of flags; the flags have one list, docs/reference.md: link to its section", d.at(tbl.line))
+			}
+		}
+	}
+}
+
+// isFlagsTable says whether tbl lists flags of dkc's commands (see
+// TestDocsFlagTables).
+func isFlagsTable(tbl table, trees map[string]*cobra.Command) bool {
+	switch strings.ToLower(strings.TrimSpace(tbl.header[0])) {
+	case "flag", "flags", "option", "options":
+		return true
+	}
+	flags := 0
+	for _, r := range tbl.rows {
+		m := leadingCode.FindStringSubmatch(r.cells[0])
+		if m == nil {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(m[1]), " ")
+		f := flagToken.FindStringSubmatch(first)
+		if f == nil {
+			continue
+		}
+		name, short := f[2], f[1] == "-"
+		if short {
+			name = name[:1]
+		}
+		if anyCommandHas(trees, name, short) {
+			flags++
+		}
+	}
+	return flags >= 2 && 2*flags > len(tbl.rows)
+}
+
+// leadingCode is the inline code a table's cell begins with.
+var leadingCode = regexp.MustCompile("^`([^`]+)`")
 
 // commandTrees returns the command trees of the binaries by the names the
 // docs call them with.
@@ -67,7 +104,6 @@ func commandTrees() map[string]*cobra.Command {
 	dkc := cmd.NewCmdDKC(streams)
 	// What kubectl-dkc-agent's main builds.
 	standalone := agentcmd.NewCmdStandalone(streams)
-	version.AddTo(standalone, streams)
 	for _, root := range []*cobra.Command{dkc, standalone} {
 		root.InitDefaultVersionFlag()
 		walk(root, func(c *cobra.Command) { c.InitDefaultHelpFlag() })
@@ -96,9 +132,8 @@ var (
 
 // checkFlags checks the flags of the command line text, whose words after
 // the binary's name begin at root: the command they name must have each of
-// them. With a nil root, each flag must be one of some dkc command. It
-// returns the command the words name.
-func checkFlags(t *testing.T, d doc, line int, text string, root *cobra.Command, trees map[string]*cobra.Command) *cobra.Command {
+// them. With a nil root, each flag must be one of some dkc command.
+func checkFlags(t *testing.T, d doc, line int, text string, root *cobra.Command, trees map[string]*cobra.Command) {
 	t.Helper()
 	if loc := endOfCommand.FindStringIndex(text); loc != nil {
 		text = text[:loc[0]]
@@ -138,7 +173,6 @@ func checkFlags(t *testing.T, d doc, line int, text string, root *cobra.Command,
 			i++ // the flag's value
 		}
 	}
-	return c
 }
 
 // subcommand returns c's subcommand called name, or nil.
@@ -175,30 +209,22 @@ func anyCommandHas(trees map[string]*cobra.Command, name string, short bool) boo
 	return found
 }
 
-// invocation is a dkc command line in a doc, or the rows of a flags
-// table.
+// invocation is a dkc command line in a doc.
 type invocation struct {
 	line int
 	// text is the command line from the first word after the binary's
 	// name; root is the command that word is looked up in.
 	text string
 	root *cobra.Command
-	// named: the line names the binary, so that a flags table after it is
-	// that command's.
-	named bool
 	// comment is a shell comment after the command line.
 	comment string
-	// table, when set, holds the cells of the first column of a flags
-	// table, whose flags are those of the command named last before it.
-	table []span
 }
 
 // invoked is where a dkc binary is run in a line: its name, at the start
 // or after a space or a "(" (a command substitution).
 var invoked = regexp.MustCompile(`(?:^|[\s(])(kubectl dkc|kubectl-dkc-agent|kubectl-dkc)(?:\s+|$)`)
 
-// invocations returns d's dkc command lines and flags tables, in the order
-// of their lines.
+// invocations returns d's dkc command lines, in the order of their lines.
 func (d doc) invocations(trees map[string]*cobra.Command) []invocation {
 	var out []invocation
 	add := func(line int, text, comment string, verbFirst bool) {
@@ -208,7 +234,7 @@ func (d doc) invocations(trees map[string]*cobra.Command) []invocation {
 			if i+1 < len(ms) {
 				end = ms[i+1][0]
 			}
-			inv := invocation{line: line, text: text[m[1]:end], root: trees[text[m[2]:m[3]]], named: true}
+			inv := invocation{line: line, text: text[m[1]:end], root: trees[text[m[2]:m[3]]]}
 			if i == len(ms)-1 {
 				inv.comment = comment
 			}
@@ -232,18 +258,6 @@ func (d doc) invocations(trees map[string]*cobra.Command) []invocation {
 	}
 	for _, s := range d.spans() {
 		add(s.line, s.text, "", true)
-	}
-	for _, tbl := range d.tables() {
-		if !strings.EqualFold(tbl.header[0], "flag") {
-			continue
-		}
-		inv := invocation{line: tbl.line, table: []span{}}
-		for _, r := range tbl.rows {
-			for _, s := range codeSpan.FindAllStringSubmatch(r.cells[0], -1) {
-				inv.table = append(inv.table, span{line: r.line, text: s[1]})
-			}
-		}
-		out = append(out, inv)
 	}
 	slices.SortStableFunc(out, func(a, b invocation) int { return a.line - b.line })
 	return out
@@ -397,12 +411,19 @@ func TestDocsTroubleshooting(t *testing.T) {
 
 // TestDocsExitCodes keeps the exit codes in one table, the one
 // TestExitCodes checks (docs/user-guide.md, "Exit codes"): no other doc
-// has a table of codes, and every "exit N" or "exits N" a doc writes is a
-// code of that table.
+// has a table of codes or a section headed "Exit codes", and every "exit N"
+// or "exits N" a doc writes is a code of that table.
 func TestDocsExitCodes(t *testing.T) {
 	codes := documentedExitCodes(t)
 	exit := regexp.MustCompile(`\bexits?(?: with)?(?: code)?\s+(\d+)`)
+	heading := regexp.MustCompile(`(?i)^#+\s+exit codes\s*$`)
 	for _, d := range readDocs(t) {
+		fenced := d.fenced()
+		for i, l := range d.lines {
+			if !fenced[i] && heading.MatchString(l) && d.path != "docs/user-guide.md" {
+				t.Errorf("%s: a section of exit codes; the codes have one table, docs/user-guide.md#exit-codes: link to it", d.at(i+1))
+			}
+		}
 		for _, tbl := range d.tables() {
 			if strings.EqualFold(tbl.header[0], "code") && d.path != "docs/user-guide.md" {
 				t.Errorf("%s: a table of exit codes; the codes have one table, docs/user-guide.md#exit-codes: link to it", d.at(tbl.line))

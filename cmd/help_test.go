@@ -193,13 +193,21 @@ func TestInvalidOutput(t *testing.T) {
 // lives in docs/, which the help points at.
 const maxHelpLines = 40
 
-// TestHelpFitsOnAScreen: no command's --help is longer than a screen.
+// TestHelpFitsOnAScreen: no command's --help is longer than a screen, the
+// slim agent binary's included.
 func TestHelpFitsOnAScreen(t *testing.T) {
 	walk(cmd.NewCmdDKC(genericiooptions.NewTestIOStreamsDiscard()), func(c *cobra.Command) {
 		if n := strings.Count(helpOf(t, c), "\n"); n > maxHelpLines {
 			t.Errorf("%s --help has %d lines, more than a screen (%d): move the depth to docs/", c.CommandPath(), n, maxHelpLines)
 		}
 	})
+	r := runBinary(t, agentBinary, "--help")
+	if r.Code != 0 {
+		t.Fatalf("kubectl-dkc-agent --help: exit %d:\n%s", r.Code, r.Stderr)
+	}
+	if n := strings.Count(r.Stdout, "\n"); n > maxHelpLines {
+		t.Errorf("kubectl-dkc-agent --help has %d lines, more than a screen (%d): move the depth to docs/", n, maxHelpLines)
+	}
 }
 
 // helpOf returns what c's --help prints, run in a fresh command tree.

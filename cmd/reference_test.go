@@ -48,6 +48,13 @@ func reference(t *testing.T) []byte {
 	t.Setenv("NODE_NAME", "")
 	t.Setenv("POD_NAME", "")
 	trees := commandTrees()
+	// The reference lists every flag, also those that a --help only names
+	// (the agent's tuning flags).
+	for _, root := range trees {
+		walk(root, func(c *cobra.Command) {
+			c.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = false })
+		})
+	}
 
 	var b bytes.Buffer
 	b.WriteString(`<!-- Generated from the code by make docs (go test ./cmd -run '^TestReferenceDocs$' -update); TestReferenceDocs fails when it is stale. Do not edit. -->

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/agent"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
-	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
 )
 
 // gcPercent is the agent's GOGC unless $GOGC sets one. The idle agent's
@@ -30,8 +29,6 @@ func main() {
 	}
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	cmd := agent.NewCmdStandalone(streams)
-	// version and --version print what kubectl-dkc's print.
-	version.AddTo(cmd, streams)
 	usage.Set(cmd)
 	err := cmd.Execute()
 	klog.Flush()

@@ -183,7 +183,7 @@ func (a *Agent) nodePods() ([]*corev1.Pod, error) {
 	var lerr *listError
 	if errors.As(err, &lerr) {
 		return nil, &configError{reason: ReasonFailed, msg: fmt.Sprintf(
-			"cannot list the pods bound to the node, which the health gate holds to their state before the restart; the agent needs list and watch on pods (docs/agent.md): %s", lerr.detail())}
+			"cannot list the pods bound to the node, which the health gate holds to their state before the restart; the agent needs list and watch on pods (docs/security.md): %s", lerr.detail())}
 	}
 	return pods, err
 }

@@ -35,7 +35,7 @@ const sideBySideApplies = 10
 //     and a dkc agent in exec mode restarting it through the harness's
 //     restart command (the same supervisor, the same 200 ms). Its
 //     identity is deploy/rbac.yaml's with get on nodes/proxy in place of
-//     nodes/healthz and nodes/configz, as docs/agent.md says kubelets older
+//     nodes/healthz and nodes/configz, as docs/security.md says kubelets older
 //     than 1.33 need: without it the kubelet answers the health gate 403.
 //
 // Both get their assignment the same way: one JSON merge patch of the Node's
@@ -96,7 +96,7 @@ func BenchmarkNativeDKCVsAgent(b *testing.B) {
 	// Kubelet 1.23 has no fine-grained kubelet authorization: it asks for
 	// nodes/proxy on /healthz and /configz, which deploy/rbac.yaml does not
 	// grant, so the agent's health gate could never pass. Grant what
-	// docs/agent.md says kubelets older than 1.33 need.
+	// docs/security.md says kubelets older than 1.33 need.
 	status, body := kubeletHealthz(b, withAgent, kubeconfig)
 	if want := "subresource=proxy"; status != http.StatusForbidden || !strings.Contains(body, want) {
 		b.Fatalf("kubelet %s /healthz as the agent with deploy/rbac.yaml only: %d %q, want 403 naming %s", framework.LegacyVersion, status, body, want)
@@ -251,7 +251,7 @@ func kubeletHealthz(b *testing.B, n *framework.Node, kubeconfig string) (int, st
 	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 
-// grantOldKubeletProxy does what docs/agent.md ("Kubelets older than 1.33")
+// grantOldKubeletProxy does what docs/security.md ("Kubelets older than 1.33")
 // says an agent of such a kubelet needs: in deploy/rbac.yaml's ClusterRole,
 // get on nodes/proxy in place of the nodes/healthz and nodes/configz rule.
 func grantOldKubeletProxy(ctx context.Context, b *testing.B, c *framework.Cluster) {

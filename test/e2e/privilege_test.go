@@ -325,7 +325,7 @@ func TestPrivilege(t *testing.T) {
 			{a, "/exec/kube-system/dkc-agent-a/agent?command=id", http.StatusForbidden},
 			// RBAC cannot name "the node of the token" for the kubelet's
 			// SubjectAccessReview: the token reads other kubelets' healthz
-			// and configz too (docs/agent.md says so).
+			// and configz too (docs/security.md says so).
 			{b, "/configz", http.StatusOK},
 			{b, "/pods", http.StatusForbidden},
 		} {

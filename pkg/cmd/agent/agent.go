@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -119,9 +120,8 @@ func NewCmdAgent(f RESTConfigGetter, streams genericiooptions.IOStreams) *cobra.
 		Use:   "agent --dynamic-config-dir DIR --kubelet-config PATH",
 		Short: "Run the node agent that applies assigned kubelet configs",
 		Long: `Run the node agent: it checkpoints the config assigned to its Node, writes
-the kubelet's config, restarts the kubelet, gates on its health, rolls back to
-the last-known-good config on failure, and reports status on the Node.
-deploy/ runs one per node; docs/agent.md explains its flags and modes.`,
+it for the kubelet, restarts the kubelet, gates on its health, rolls back on
+failure and reports on the Node. deploy/ runs one per node (docs/agent.md).`,
 		Args: cobra.NoArgs,
 		RunE: lifecycle.RunE(f, o),
 	}
@@ -154,7 +154,41 @@ deploy/ runs one per node; docs/agent.md explains its flags and modes.`,
 	fl.StringVar(&o.ProbePodTemplate, "probe-pod-template", o.ProbePodTemplate, "PodTemplate of the health gate's probe pod (deploy/probe-pod.yaml): after a restart a pod made from it, bound to this node, must run and turn Ready within --pod-ready-timeout, or the agent rolls back. Judged only when the same pod ran and turned Ready before the restart. \"\" turns the check off.")
 	fl.StringVar(&o.ProbePodNamespace, "probe-pod-namespace", o.ProbePodNamespace, "Namespace of --probe-pod-template and of the probe pod (default $POD_NAMESPACE, else kube-system).")
 	fl.BoolVar(&o.RequireAdmissionPolicy, "require-admission-policy", o.RequireAdmissionPolicy, "Apply no config until server-side dry-runs show that deploy/admission-policy.yaml confines the agent's credential (no write to another Node, no label on its own); checked at start and every 30s until then, and skipped for a node's own credential (system:node:NAME). false for apiservers without ValidatingAdmissionPolicy (before 1.30).")
+	nameTuningFlags(cmd)
 	return cmd
+}
+
+// tuningFlags are the agent's flags whose defaults fit deploy/ and seldom
+// change: endpoints, intervals, limits.
+var tuningFlags = []string{
+	"kubelet-root-dir", "restart-timeout", "node-monitor-grace-period", "drift-check-interval",
+	"metrics-bind-address", "health-bind-address", "apiserver-grace-period", "probe-pod-namespace",
+}
+
+// nameTuningFlags hides the tuning flags from cmd's --help, which names
+// them in a paragraph of its Long text instead of a line each, so that it
+// fits on a screen. They work as any other flag, and docs/reference.md
+// lists them with the rest.
+func nameTuningFlags(cmd *cobra.Command) {
+	const width = 79
+	lines := []string{"Tuning flags, whose defaults fit deploy/ (docs/reference.md describes them):"}
+	line := ""
+	for i, name := range tuningFlags {
+		cmd.Flags().Lookup(name).Hidden = true
+		word := "--" + name + ","
+		if i == len(tuningFlags)-1 {
+			word = "--" + name + "."
+		}
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) > width:
+			lines, line = append(lines, line), word
+		default:
+			line += " " + word
+		}
+	}
+	cmd.Long += "\n\n" + strings.Join(append(lines, line), "\n")
 }
 
 // Validate checks the flags.

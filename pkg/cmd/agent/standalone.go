@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/cmd/version"
 )
 
 // RESTConfigGetter is the one thing the agent needs from kubectl's global
@@ -40,7 +42,9 @@ func (k *KubeconfigFlags) ToRESTConfig() (*rest.Config, error) {
 
 // NewCmdStandalone returns the agent as a command of its own, for the
 // kubectl-dkc-agent binary: the flags of `kubectl dkc agent`, plus
-// --kubeconfig, --context and klog's -v.
+// --kubeconfig, --context and klog's -v, and the version command and flag
+// of kubectl-dkc. Its help is the agent's: the version and help commands
+// work but are not listed (--version is).
 func NewCmdStandalone(streams genericiooptions.IOStreams) *cobra.Command {
 	k := &KubeconfigFlags{}
 	cmd := NewCmdAgent(k, streams)
@@ -54,5 +58,10 @@ func NewCmdStandalone(streams genericiooptions.IOStreams) *cobra.Command {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fl.AddGoFlag(klogFlags.Lookup("v"))
+	version.AddTo(cmd, streams)
+	cmd.InitDefaultHelpCmd()
+	for _, sub := range cmd.Commands() {
+		sub.Hidden = true
+	}
 	return cmd
 }

@@ -90,7 +90,7 @@ func orUnknown(s string) string {
 }
 
 // agentForbidden are what the agent's ServiceAccount must not be allowed
-// (docs/agent.md, "Permissions, each one justified").
+// (docs/security.md, "The agent's permissions").
 var agentForbidden = []struct {
 	verb, group, resource, sub, namespace string
 }{
@@ -145,7 +145,7 @@ func (o *Options) checkAgentPermissions(ctx context.Context, agents []corev1.Pod
 	}
 	if len(wider) > 0 {
 		r.Status, r.Message = Fail, "wider than documented: "+strings.Join(wider, "; ")
-		r.Hint = "bind the agent's ServiceAccount to deploy/rbac.yaml's roles only (docs/agent.md, Permissions)"
+		r.Hint = "bind the agent's ServiceAccount to deploy/rbac.yaml's roles only (docs/security.md, \"The agent's permissions\")"
 		return r
 	}
 	r.Status, r.Message = OK, fmt.Sprintf("no wider than documented (%d denials checked)", len(agentForbidden))
