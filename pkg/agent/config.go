@@ -106,7 +106,7 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 		return validateError("refused: cannot be right on this node: " + kubeletconfig.FormatViolations(v))
 	}
 	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
-		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
+		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused, kubeletconfig.Refused(changes, nil)))
 	}
 	return nil
 }

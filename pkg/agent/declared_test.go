@@ -33,7 +33,7 @@ func TestDeclaredFeaturesRefused(t *testing.T) {
 			allowUnsafe: []string{"host-access"},
 			wantError: `failed to validate config, see Kubelet log for details: refused unsafe change: ` +
 				`declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features; relied on by running pods default/restart-all); ` +
-				`to allow it, assign again with --allow-unsafe=declared-features`,
+				`to allow it, assign again with --allow-unsafe=host-access,declared-features`,
 		},
 		"with the opt-in": {
 			allowUnsafe: []string{"host-access", "declared-features"},

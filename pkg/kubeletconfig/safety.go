@@ -203,14 +203,16 @@ func Refused(changes []Change, allowed []SafetyClass) []Change {
 }
 
 // FormatRefusal is the one text for refused changes, wherever an agent
-// refuses them: FormatChanges, then the --allow-unsafe value that allows all
-// of them (AllowFlag).
-func FormatRefusal(refused []Change) string {
+// refuses them: FormatChanges of refused, then the --allow-unsafe value to
+// assign again with (AllowFlag of needed: every change of a class that needs
+// an opt-in, allowed or not, since a new assignment's pin replaces the old
+// one's classes).
+func FormatRefusal(refused, needed []Change) string {
 	them := "them"
 	if len(refused) == 1 {
 		them = "it"
 	}
-	return fmt.Sprintf("%s; to allow %s, assign again with %s", FormatChanges(refused), them, AllowFlag(refused))
+	return fmt.Sprintf("%s; to allow %s, assign again with %s", FormatChanges(refused), them, AllowFlag(append(slices.Clone(refused), needed...)))
 }
 
 // FormatChanges shows each change as `field "old" -> "new" (class)`,

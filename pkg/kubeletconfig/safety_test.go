@@ -292,9 +292,19 @@ func TestClasses(t *testing.T) {
 
 func TestFormatRefusal(t *testing.T) {
 	tests := map[string]struct {
-		refused []Change
-		want    string
+		refused, needed []Change
+		want            string
 	}{
+		// A new assignment's pin replaces the classes the old one allowed:
+		// the flag names them too.
+		"one, beside an allowed one": {
+			refused: []Change{{Class: DeclaredFeatures, Field: FieldDeclaredFeatures, Old: "RestartAllContainersOnContainerExits"}},
+			needed: []Change{
+				{Class: HostAccess, Field: `featureGates["RestartAllContainersOnContainerExits"]`, New: "false"},
+				{Class: DeclaredFeatures, Field: FieldDeclaredFeatures, Old: "RestartAllContainersOnContainerExits"},
+			},
+			want: `declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features); to allow it, assign again with --allow-unsafe=host-access,declared-features`,
+		},
 		"one": {
 			refused: []Change{{Class: ResourceManagers, Field: "cpuManagerPolicy", Old: "", New: "static"}},
 			want:    `cpuManagerPolicy "" -> "static" (resource-managers); to allow it, assign again with --allow-unsafe=resource-managers`,
@@ -325,7 +335,7 @@ func TestFormatRefusal(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, FormatRefusal(tc.refused)); diff != "" {
+			if diff := cmp.Diff(tc.want, FormatRefusal(tc.refused, tc.needed)); diff != "" {
 				t.Errorf("FormatRefusal() mismatch (-want +got):\n%s", diff)
 			}
 		})

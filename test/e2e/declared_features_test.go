@@ -103,7 +103,7 @@ func TestDeclaredFeatures(t *testing.T) {
 		if want := "Warning: node/" + n.Name + ` needs --allow-unsafe=host-access,declared-features, or its agent refuses the config (no --allow-unsafe given): it changes featureGates["` + feature + `"] "" -> "false" (host-access), ` + lost + "\n"; !strings.Contains(r.Stderr, want) {
 			t.Errorf("assign --dry-run=server: stderr %q, want it to contain %q", r.Stderr, want)
 		}
-		refused(t, "df-off", "--allow-unsafe=host-access", lost+"; to allow it, assign again with --allow-unsafe=declared-features")
+		refused(t, "df-off", "--allow-unsafe=host-access", lost+"; to allow it, assign again with --allow-unsafe=host-access,declared-features")
 		if !declares() {
 			t.Errorf("node/%s no longer declares %s after a refusal", n.Name, feature)
 		}
@@ -130,7 +130,7 @@ func TestDeclaredFeatures(t *testing.T) {
 	})
 
 	t.Run("turning it back on is a declared-features change too", func(t *testing.T) {
-		refused(t, "df-on", "--allow-unsafe=host-access", `declaredFeatures "" -> "`+feature+`" (declared-features); to allow it, assign again with --allow-unsafe=declared-features`)
+		refused(t, "df-on", "--allow-unsafe=host-access", `declaredFeatures "" -> "`+feature+`" (declared-features); to allow it, assign again with --allow-unsafe=host-access,declared-features`)
 		mustDKC(t, c, "", "assign", n.Name, "--config", "df-on", "--allow-unsafe=host-access,declared-features", "--wait", "--timeout", "2m")
 		waitFor(t, 30*time.Second, "node/"+n.Name+" to declare "+feature+" again", declares)
 	})
