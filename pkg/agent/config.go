@@ -56,6 +56,11 @@ func internalError(err error) *configError {
 // kubelet already runs changes nothing it does. A kubelet that does not
 // answer leaves the stricter comparison with the file alone.
 //
+// A config whose featureGates would change the features the node declares
+// (kubeletconfig.FeatureChanges, against the gates the kubelet runs with)
+// is a declared-features change, which names the running pods that rely on
+// a feature it takes away.
+//
 // Values that cannot be right on this node, whatever the assignment allows
 // (kubeletconfig.CheckBounds against facts), are refused first: no opt-in
 // would make them apply.
@@ -85,9 +90,14 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 		return internalError(fmt.Errorf("current kubelet config: %w", err))
 	}
 	changes := kubeletconfig.Classify(old, cfg)
-	if live := a.running(ctx, current); live != nil {
+	live := a.running(ctx, current)
+	if live != nil {
 		changes = alsoChanged(changes, kubeletconfig.Classify(live, cfg))
+	} else {
+		live = old
 	}
+	// What the node declares follows the gates the kubelet runs with.
+	changes = append(changes, kubeletconfig.FeatureChanges(live, cfg, facts)...)
 	allowed := make([]kubeletconfig.SafetyClass, len(allowUnsafe))
 	for i, c := range allowUnsafe {
 		allowed[i] = kubeletconfig.SafetyClass(c)
@@ -96,16 +106,18 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 		return validateError("refused: cannot be right on this node: " + kubeletconfig.FormatViolations(v))
 	}
 	if refused := kubeletconfig.Refused(changes, allowed); len(refused) > 0 {
-		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused))
+		return validateError("refused unsafe change: " + kubeletconfig.FormatRefusal(refused, kubeletconfig.Refused(changes, nil)))
 	}
 	return nil
 }
 
-// nodeFacts is what the agent knows of node for kubeletconfig.CheckBounds:
-// its capacity, the pods it runs (of pods, the pods bound to it), and the
-// eviction signals measured on it now.
+// nodeFacts is what the agent knows of node for kubeletconfig.CheckBounds
+// and FeatureChanges: its capacity, the pods it runs (of pods, the pods
+// bound to it) and the declared features they rely on, the features it
+// declares, and the eviction signals measured on it now.
 func (a *Agent) nodeFacts(node *corev1.Node, pods []*corev1.Pod) kubeletconfig.NodeFacts {
-	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods), NodeMonitorGracePeriod: a.nodeMonitorGrace()}
+	f := kubeletconfig.NodeFacts{Capacity: node.Status.Capacity, RunningPods: nodehealth.Running(pods), NodeMonitorGracePeriod: a.nodeMonitorGrace(),
+		DeclaredFeatures: node.Status.DeclaredFeatures, PodFeatures: podFeatures(pods)}
 	if a.Signals != nil {
 		f.Signals = a.Signals()
 	}

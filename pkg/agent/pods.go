@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
 )
 
@@ -105,8 +107,10 @@ func watchPods(ctx context.Context, client kubeclient.Interface, node string, cl
 }
 
 // slimPod keeps of a pod what the checks read: its identity, deletion,
-// its readiness probes' period and timeout, phase, reason and conditions. A node's pods then cost the agent a few
-// hundred bytes each.
+// its readiness probes' period and timeout, the declared features it relies
+// on (kubeletconfig.PodFeatures, held in the annotation podFeaturesKey of
+// the agent's copy), phase, reason and conditions. A node's pods then cost
+// the agent a few hundred bytes each.
 func slimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -119,10 +123,15 @@ func slimPod(obj any) (any, error) {
 				ReadinessProbe: &corev1.Probe{PeriodSeconds: r.PeriodSeconds, TimeoutSeconds: r.TimeoutSeconds}})
 		}
 	}
+	var annotations map[string]string
+	if fs := kubeletconfig.PodFeatures(p); len(fs) > 0 {
+		annotations = map[string]string{podFeaturesKey: strings.Join(fs, ",")}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{Containers: containers},
 		Status: corev1.PodStatus{
@@ -130,6 +139,22 @@ func slimPod(obj any) (any, error) {
 			Conditions: p.Status.Conditions,
 		},
 	}, nil
+}
+
+// podFeaturesKey holds, in the agent's slim copy of a pod only, the
+// declared features the pod relies on, comma-separated. No pod in the API
+// carries it.
+const podFeaturesKey = "kubectl-dkc.io/agent-pod-features"
+
+// podFeatures returns, by namespace/name, the declared features each of
+// pods (slim copies) that is not terminal relies on.
+func podFeatures(pods []*corev1.Pod) map[string][]string {
+	return kubeletconfig.RunningPodFeatures(pods, func(p *corev1.Pod) []string {
+		if v := p.Annotations[podFeaturesKey]; v != "" {
+			return strings.Split(v, ",")
+		}
+		return nil
+	})
 }
 
 func (w *podWatch) remember(p *corev1.Pod) {

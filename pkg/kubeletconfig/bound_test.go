@@ -74,7 +74,7 @@ func TestFormatRefusalOfAnySize(t *testing.T) {
 	for i := range changes {
 		changes[i] = Change{Class: HostAccess, Field: fmt.Sprintf("featureGates[%q]", fmt.Sprintf("Gate%05d", i)), New: "true"}
 	}
-	got := FormatRefusal(changes)
+	got := FormatRefusal(changes, nil)
 	if len(got) > MaxMessageBytes {
 		t.Errorf("FormatRefusal() has %d bytes, want at most %d", len(got), MaxMessageBytes)
 	}

@@ -13,7 +13,8 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
-// NodeFacts is what CheckBounds knows about the node a config is for.
+// NodeFacts is what CheckBounds and FeatureChanges know about the node a
+// config is for.
 type NodeFacts struct {
 	// Capacity is node.status.capacity (cpu, memory, ephemeral-storage,
 	// pods). A missing resource skips the bounds that need it.
@@ -29,6 +30,13 @@ type NodeFacts struct {
 	// ("memory.available", "nodefs.available", "nodefs.inodesFree"). A
 	// signal that is missing skips the bound that needs it.
 	Signals map[string]Signal
+	// DeclaredFeatures is node.status.declaredFeatures: the features the
+	// node's kubelet declares now (FeatureChanges).
+	DeclaredFeatures []string
+	// PodFeatures holds, by namespace/name, the declared features each
+	// running pod bound to the node relies on (PodFeatures); a pod that
+	// relies on none may be left out.
+	PodFeatures map[string][]string
 }
 
 // Signal is an eviction signal's value on the node now: how much of

@@ -271,7 +271,7 @@ var fieldClasses = []FieldClass{
 	{"providerID", HostAccess, "names the cloud instance behind the node: another instance's ID lets this node impersonate it to the cloud provider"},
 	{"registerWithTaints", HostAccess, "the taints that keep pods off the node when it registers; dropping a dedicated-node taint lets any pod land on the host"},
 	{"enableControllerAttachDetach", HostAccess, "false makes the kubelet attach any volume its pods name by itself, with credentials on the node, instead of the attach/detach controller"},
-	{"featureGates", HostAccess, "a gate can turn on any alpha behaviour, including ones that open the node; dkc cannot judge each gate"},
+	{"featureGates", HostAccess, "a gate can turn on any alpha behaviour, including ones that open the node; dkc cannot judge each gate. A gate that changes what the node declares in status.declaredFeatures is declared-features too"},
 
 	// The kubelet API's authentication, authorization and TLS, and the
 	// isolation the kubelet enforces on pods.

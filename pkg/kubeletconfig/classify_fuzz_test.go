@@ -63,7 +63,7 @@ func FuzzClassify(f *testing.F) {
 		}
 		refused := Refused(changes, nil)
 		if len(refused) > 0 {
-			text := FormatRefusal(refused)
+			text := FormatRefusal(refused, refused)
 			for _, c := range refused {
 				if !strings.Contains(text, c.Field+" ") {
 					t.Fatalf("FormatRefusal() = %q does not name %s", text, c.Field)

@@ -53,6 +53,12 @@ const (
 	// collection. Turning one of them off needs an opt-in; turning it on
 	// does not (see classify).
 	Isolation SafetyClass = "isolation"
+	// DeclaredFeatures is not a field's class: a config is in it when its
+	// featureGates would change what the node declares in
+	// status.declaredFeatures (FeatureChanges). The kubelet rejects the
+	// running pods that rely on a feature it stops declaring, and the
+	// scheduler places pods by what nodes declare.
+	DeclaredFeatures SafetyClass = "declared-features"
 	// Capacity covers fields that change what the node can admit (maxPods,
 	// reservations, eviction). The kubelet re-admits pods on restart.
 	// Capacity changes are never refused, only reported and checked against
@@ -70,7 +76,7 @@ const (
 // Classes returns every class, the refused ones first, in the order help
 // text lists them.
 func Classes() []SafetyClass {
-	return []SafetyClass{HostAccess, Security, Redirect, ResourceManagers, CgroupDriver, Isolation, Capacity, Availability, Safe}
+	return []SafetyClass{HostAccess, Security, Redirect, ResourceManagers, CgroupDriver, Isolation, DeclaredFeatures, Capacity, Availability, Safe}
 }
 
 // RefusedByDefault reports whether a change in class c is refused unless the
@@ -128,12 +134,19 @@ func ParseClasses(s string) ([]SafetyClass, error) {
 // Change is one difference between two configs. Field is the JSON path of
 // the field, with the key for a map entry (`kubeReserved["cpu"]`). Old and
 // New are the values rendered compactly: strings and durations as they are
-// written, structured values as JSON, and "" for unset.
+// written, structured values as JSON, and "" for unset. A DeclaredFeatures
+// change is of the node's status.declaredFeatures (FieldDeclaredFeatures),
+// with the feature as Old when the node stops declaring it and as New when
+// it starts to.
 type Change struct {
 	Class SafetyClass
 	Field string
 	Old   string
 	New   string
+	// Pods names (namespace/name) the running pods that rely on the
+	// declared feature a DeclaredFeatures change takes away: the kubelet
+	// rejects them when it starts.
+	Pods []string
 }
 
 // Classify lists every difference from oldCfg to newCfg with its class,
@@ -190,22 +203,30 @@ func Refused(changes []Change, allowed []SafetyClass) []Change {
 }
 
 // FormatRefusal is the one text for refused changes, wherever an agent
-// refuses them: FormatChanges, then the --allow-unsafe value that allows all
-// of them (AllowFlag).
-func FormatRefusal(refused []Change) string {
+// refuses them: FormatChanges of refused, then the --allow-unsafe value to
+// assign again with (AllowFlag of needed: every change of a class that needs
+// an opt-in, allowed or not, since a new assignment's pin replaces the old
+// one's classes).
+func FormatRefusal(refused, needed []Change) string {
 	them := "them"
 	if len(refused) == 1 {
 		them = "it"
 	}
-	return fmt.Sprintf("%s; to allow %s, assign again with %s", FormatChanges(refused), them, AllowFlag(refused))
+	return fmt.Sprintf("%s; to allow %s, assign again with %s", FormatChanges(refused), them, AllowFlag(append(slices.Clone(refused), needed...)))
 }
 
 // FormatChanges shows each change as `field "old" -> "new" (class)`,
-// comma-separated, bounded (JoinBounded, with long values shortened).
+// comma-separated, bounded (JoinBounded, with long values shortened). A
+// change with Pods names them after its class:
+// `(declared-features; relied on by running pods ns/a, ns/b)`.
 func FormatChanges(changes []Change) string {
 	parts := make([]string, len(changes))
 	for i, c := range changes {
-		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", shortValue(c.Field), shortValue(c.Old), shortValue(c.New), c.Class)
+		class := string(c.Class)
+		if len(c.Pods) > 0 {
+			class += "; relied on by running pods " + formatPods(c.Pods)
+		}
+		parts[i] = fmt.Sprintf("%s %q -> %q (%s)", shortValue(c.Field), shortValue(c.Old), shortValue(c.New), class)
 	}
 	return JoinBounded(parts, ", ")
 }
@@ -219,8 +240,10 @@ func FormatChanges(changes []Change) string {
 // serving certificate under its cert dir) or takes it from a flag or a
 // drop-in. (An agent in replace mode also counts a field that the node's
 // config file sets and payload leaves out, and refuses it naming the flag.)
-// A snapshot of the node needs none: it sets the node's own values.
-func NeedsOptIn(live *kubeletconfigv1beta1.KubeletConfiguration, payload []byte) ([]Change, error) {
+// A snapshot of the node needs none: it sets the node's own values. The
+// declared features the config would change on the node (facts, see
+// FeatureChanges) come last.
+func NeedsOptIn(live *kubeletconfigv1beta1.KubeletConfiguration, payload []byte, facts NodeFacts) ([]Change, error) {
 	patch, _, err := DecodePartial(payload, DecodeOptions{AllowUnknownFields: true})
 	if err != nil {
 		return nil, err
@@ -237,7 +260,7 @@ func NeedsOptIn(live *kubeletconfigv1beta1.KubeletConfiguration, payload []byte)
 	if err != nil {
 		return nil, err
 	}
-	return Refused(Classify(live, cfg), nil), nil
+	return append(Refused(Classify(live, cfg), nil), FeatureChanges(live, cfg, facts)...), nil
 }
 
 // OptInReport is the one text, for one node, of what NeedsOptIn found and

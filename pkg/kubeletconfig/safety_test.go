@@ -244,7 +244,7 @@ func TestRefused(t *testing.T) {
 }
 
 func TestParseClasses(t *testing.T) {
-	const optIn = "host-access, security, redirect, resource-managers, cgroup-driver, isolation"
+	const optIn = "host-access, security, redirect, resource-managers, cgroup-driver, isolation, declared-features"
 	tests := map[string]struct {
 		in      string
 		want    []SafetyClass
@@ -292,9 +292,19 @@ func TestClasses(t *testing.T) {
 
 func TestFormatRefusal(t *testing.T) {
 	tests := map[string]struct {
-		refused []Change
-		want    string
+		refused, needed []Change
+		want            string
 	}{
+		// A new assignment's pin replaces the classes the old one allowed:
+		// the flag names them too.
+		"one, beside an allowed one": {
+			refused: []Change{{Class: DeclaredFeatures, Field: FieldDeclaredFeatures, Old: "RestartAllContainersOnContainerExits"}},
+			needed: []Change{
+				{Class: HostAccess, Field: `featureGates["RestartAllContainersOnContainerExits"]`, New: "false"},
+				{Class: DeclaredFeatures, Field: FieldDeclaredFeatures, Old: "RestartAllContainersOnContainerExits"},
+			},
+			want: `declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features); to allow it, assign again with --allow-unsafe=host-access,declared-features`,
+		},
 		"one": {
 			refused: []Change{{Class: ResourceManagers, Field: "cpuManagerPolicy", Old: "", New: "static"}},
 			want:    `cpuManagerPolicy "" -> "static" (resource-managers); to allow it, assign again with --allow-unsafe=resource-managers`,
@@ -310,10 +320,22 @@ func TestFormatRefusal(t *testing.T) {
 				`authorization.mode "Webhook" -> "AlwaysAllow" (security), readOnlyPort "" -> "10255" (security); ` +
 				`to allow them, assign again with --allow-unsafe=host-access,security,redirect`,
 		},
+		"declared features lost and gained, with the pods that rely on them, at most ten": {
+			refused: []Change{
+				{Class: HostAccess, Field: `featureGates["RestartAllContainersOnContainerExits"]`, Old: "", New: "false"},
+				{Class: DeclaredFeatures, Field: FieldDeclaredFeatures, New: "DRANodeAllocatableResources"},
+				{Class: DeclaredFeatures, Field: FieldDeclaredFeatures, Old: "RestartAllContainersOnContainerExits",
+					Pods: []string{"a/p0", "a/p1", "a/p2", "a/p3", "a/p4", "a/p5", "a/p6", "a/p7", "a/p8", "a/p9", "b/p10", "b/p11"}},
+			},
+			want: `featureGates["RestartAllContainersOnContainerExits"] "" -> "false" (host-access), ` +
+				`declaredFeatures "" -> "DRANodeAllocatableResources" (declared-features), ` +
+				`declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features; relied on by running pods a/p0, a/p1, a/p2, a/p3, a/p4, a/p5, a/p6, a/p7, a/p8, a/p9 and 2 more); ` +
+				`to allow them, assign again with --allow-unsafe=host-access,declared-features`,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, FormatRefusal(tc.refused)); diff != "" {
+			if diff := cmp.Diff(tc.want, FormatRefusal(tc.refused, tc.needed)); diff != "" {
 				t.Errorf("FormatRefusal() mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -579,6 +601,7 @@ func TestOptInReport(t *testing.T) {
 	tests := map[string]struct {
 		payload     string
 		allowed     []SafetyClass
+		facts       NodeFacts
 		wantText    string
 		wantRefused bool
 	}{
@@ -608,6 +631,25 @@ func TestOptInReport(t *testing.T) {
 			allowed:  []SafetyClass{HostAccess, Redirect},
 			wantText: `needs --allow-unsafe=host-access: it changes staticPodPath "/etc/kubernetes/manifests" -> "/srv/pods" (host-access)`,
 		},
+		// The gate is host-access like any other; the feature it takes
+		// away from the node is declared-features, named with the pod
+		// that needs it.
+		"a gate turned off that the node's declared feature needs": {
+			payload: head + "featureGates:\n  RestartAllContainersOnContainerExits: false\n",
+			allowed: []SafetyClass{HostAccess},
+			facts: NodeFacts{DeclaredFeatures: []string{"ExtendWebSocketsToKubelet", "RestartAllContainersOnContainerExits"},
+				PodFeatures: map[string][]string{"default/restart-all": {"RestartAllContainersOnContainerExits"}}},
+			wantText: `needs --allow-unsafe=host-access,declared-features, or its agent refuses the config (given --allow-unsafe=host-access): it changes ` +
+				`featureGates["RestartAllContainersOnContainerExits"] "" -> "false" (host-access), ` +
+				`declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features; relied on by running pods default/restart-all)`,
+			wantRefused: true,
+		},
+		"the same gate on a node that declares nothing": {
+			payload:     head + "featureGates:\n  RestartAllContainersOnContainerExits: false\n",
+			allowed:     []SafetyClass{HostAccess},
+			wantText:    `needs --allow-unsafe=host-access: it changes featureGates["RestartAllContainersOnContainerExits"] "" -> "false" (host-access)`,
+			wantRefused: false,
+		},
 		"a field set to null goes back to its default": {
 			payload:     head + "staticPodPath: null\n",
 			wantText:    `needs --allow-unsafe=host-access, or its agent refuses the config (no --allow-unsafe given): it changes staticPodPath "/etc/kubernetes/manifests" -> "" (host-access)`,
@@ -616,7 +658,7 @@ func TestOptInReport(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			changes, err := NeedsOptIn(live, []byte(tc.payload))
+			changes, err := NeedsOptIn(live, []byte(tc.payload), tc.facts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -629,7 +671,7 @@ func TestOptInReport(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NeedsOptIn(live, []byte("maxPods: 50\n")); err == nil {
+	if _, err := NeedsOptIn(live, []byte("maxPods: 50\n"), NodeFacts{}); err == nil {
 		t.Error("NeedsOptIn of a payload without kind: no error")
 	}
 }

@@ -1,6 +1,7 @@
 package util
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,10 +16,23 @@ import (
 
 // configzServer serves each node's /configz, as the apiserver's node proxy
 // does, from configs (the kubeletconfig object's JSON by node name); other
-// nodes answer 503.
-func configzServer(t *testing.T, configs map[string]string) kubernetes.Interface {
+// nodes answer 503. It lists the pods bound to a node (a spec.nodeName
+// field selector) from pods, and forbids that list for a node pods lacks.
+func configzServer(t *testing.T, configs map[string]string, pods map[string][]corev1.Pod) kubernetes.Interface {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/pods" {
+			bound, ok := pods[strings.TrimPrefix(r.URL.Query().Get("fieldSelector"), "spec.nodeName=")]
+			if !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods is forbidden","reason":"Forbidden","code":403}`))
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: bound})
+			return
+		}
 		name, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/"), "/proxy/configz")
 		cfg, known := configs[name]
 		if !ok || !known {
@@ -51,6 +65,23 @@ func TestReportOptIns(t *testing.T) {
 		}
 		return out
 	}
+	declaring := func(names ...string) []corev1.Node {
+		out := nodes(names...)
+		for i := range out {
+			out[i].Status.DeclaredFeatures = []string{"ExtendWebSocketsToKubelet", "RestartAllContainersOnContainerExits"}
+		}
+		return out
+	}
+	gateOff := []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\n" +
+		"featureGates:\n  RestartAllContainersOnContainerExits: false\n")
+	never := corev1.ContainerRestartPolicyNever
+	restartAll := func(name string, phase corev1.PodPhase) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: corev1.PodSpec{NodeName: "own", Containers: []corev1.Container{{Name: "c", RestartPolicy: &never,
+				RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+					ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}}},
+			Status: corev1.PodStatus{Phase: phase}}
+	}
 	tests := map[string]struct {
 		nodes   []corev1.Node
 		allow   []string
@@ -77,12 +108,27 @@ func TestReportOptIns(t *testing.T) {
 			allow: []string{"redirect"},
 			want:  "Warning: node/gone: what the config changes there is not known: get /api/v1/nodes/gone/proxy/configz: ",
 		},
+		// The pods that rely on the feature are named where the caller
+		// may list them; a terminal pod is not.
+		"a gate that takes away a feature the node declares": {
+			nodes:   declaring("own", "secret"),
+			allow:   []string{"host-access"},
+			payload: gateOff,
+			want: `Warning: node/own needs --allow-unsafe=host-access,declared-features, or its agent refuses the config (given --allow-unsafe=host-access): it changes ` +
+				`featureGates["RestartAllContainersOnContainerExits"] "" -> "false" (host-access), ` +
+				`declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features; relied on by running pods default/restart-all)` + "\n" +
+				"Warning: node/secret: the running pods that rely on the declared features the config takes away are not known: pods is forbidden\n" +
+				`Warning: node/secret needs --allow-unsafe=host-access,declared-features, or its agent refuses the config (given --allow-unsafe=host-access): it changes ` +
+				`featureGates["RestartAllContainersOnContainerExits"] "" -> "false" (host-access), ` +
+				`declaredFeatures "RestartAllContainersOnContainerExits" -> "" (declared-features)` + "\n",
+		},
 		"a payload that does not decode": {
 			nodes:   nodes("own"),
 			payload: []byte("maxPods: 50\n"),
 		},
 	}
-	client := configzServer(t, map[string]string{"own": own, "other": other})
+	client := configzServer(t, map[string]string{"own": own, "other": other, "secret": own},
+		map[string][]corev1.Pod{"own": {restartAll("restart-all", corev1.PodPending), restartAll("done", corev1.PodSucceeded)}})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			payload := tc.payload
