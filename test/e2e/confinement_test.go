@@ -31,7 +31,7 @@ const (
 	notAnnotationMessage = "the dkc agent may not change the annotations example.com/e2e of Node"
 	notConditionMessage  = "the dkc agent may not change conditions other than KubeletConfigOK of Node"
 	notStatusMessage     = "the dkc agent may not change the status.capacity of Node"
-	notSpecMessage       = "the dkc agent may not change the spec.podCIDR of Node"
+	notSpecMessage       = "the dkc agent may not change the spec.podCIDR"
 	notTaintsMessage     = "the dkc agent may not change the taints of Node"
 	notThroughNodes      = "but through its status, except to remove the startup taint"
 )
@@ -346,7 +346,7 @@ func checkConfined(t *testing.T, c *framework.Cluster, sa framework.ServiceAccou
 		{"a taint", string(taint), notTaintsMessage},
 		{"another spec field", `{"spec":{"podCIDR":"10.9.0.0/24"}}`, notSpecMessage},
 		{"a label", `{"metadata":{"labels":{"example.com/e2e":"x"}}}`, notLabelsMessage},
-		{"a " + source.Prefix + " annotation", `{"metadata":{"annotations":{"` + source.Prefix + `e2e-confined":"x"}}}`, notThroughNodes},
+		{"a " + source.Prefix + " annotation", `{"metadata":{"annotations":{"` + source.Prefix + `e2e-through-nodes":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`, notThroughNodes},
 	} {
 		if err := patchNode(ctx, client, own, merge, []byte(tc.body), false); !denied(err, tc.want) {
 			t.Errorf("agent setting %s on its own Node %s through nodes: err %v, want Forbidden with %q", tc.what, own, err, tc.want)
