@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,21 +51,12 @@ const (
 // rollout's spec does not change after it is created. The subtests' names
 // are the ones the table cites (cmd/docs_test.go holds them together).
 func TestAuthority(t *testing.T) {
-	c, refs := kubeadmPodsCluster(t)
+	c, _, n := kubeadmDKC(t, "dkc-authority")
 	ctx := context.Background()
-	n, err := c.StartKubeadmNodeWith(ctx, "dkc-authority", framework.KubeadmNodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	local, err := os.ReadFile(n.Path("/var/lib/kubelet/config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join("..", "..", "deploy"), Images: refs}); err != nil {
-		t.Fatal(err)
-	}
-	waitAgentPods(t, c, 2*time.Minute, agentContainerReady)
-	waitLeader(t, c, 2*time.Minute, "")
 
 	// The identities, as an organisation would bind them: the assigner
 	// with a role of its own (patch nodes is not dkc's to ship), the

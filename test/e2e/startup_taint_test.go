@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,17 +32,8 @@ import (
 // the pods there. A node that joins with the taint and that no pool
 // selects has it removed by the controller at once, its kubelet untouched.
 func TestKubeadmStartupTaint(t *testing.T) {
-	c, refs := kubeadmPodsCluster(t)
+	c, _, first := kubeadmDKC(t, "dkc-taint-first")
 	ctx := context.Background()
-	first, err := c.StartKubeadmNodeWith(ctx, "dkc-taint-first", framework.KubeadmNodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join("..", "..", "deploy"), Images: refs}); err != nil {
-		t.Fatal(err)
-	}
-	waitAgentPods(t, c, 2*time.Minute, agentContainerReady)
-	waitLeader(t, c, 2*time.Minute, "")
 	t.Cleanup(func() {
 		if t.Failed() {
 			logPods(t, c, "app.kubernetes.io/name=dkc-controller")
