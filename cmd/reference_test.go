@@ -68,7 +68,7 @@ dkc, generated from the code. What each means and what to do about it:
 - [Commands](#commands): ` + "`kubectl dkc`" + ` and its subcommands, the controller and the agent among them
 - [Global flags](#global-flags)
 - [The agent's binary](#the-agents-binary): ` + "`kubectl-dkc-agent`" + `
-- [Annotations and labels](#annotations-and-labels)
+- [Annotations, labels and taints](#annotations-labels-and-taints)
 - [Node condition](#node-condition)
 - [NodeConfigPool conditions](#nodeconfigpool-conditions)
 - [Events](#events)
@@ -97,7 +97,7 @@ dkc, generated from the code. What each means and what to do about it:
 	b.WriteString(standalone.Flags().FlagUsages())
 	b.WriteString("```\n\n")
 
-	b.WriteString("## Annotations and labels\n\nEvery key dkc writes or reads, by the Go constant that defines it ([carrier.md](carrier.md) describes the carrier):\n\n")
+	b.WriteString("## Annotations, labels and taints\n\nEvery key dkc writes or reads, by the Go constant that defines it ([carrier.md](carrier.md) describes the carrier):\n\n")
 	b.WriteString("| key | kind | constant | meaning |\n| --- | --- | --- | --- |\n")
 	for _, k := range prefixedKeys(t) {
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", k.value, k.kind, k.constant, k.doc)
@@ -221,8 +221,11 @@ func prefixedKeys(t *testing.T) []prefixedKey {
 						comment = gen.Doc
 					}
 					kind := "annotation"
-					if strings.Contains(name.Name, "Label") {
+					switch {
+					case strings.Contains(name.Name, "Label"):
 						kind = "label"
+					case strings.Contains(name.Name, "Taint"):
+						kind = "taint"
 					}
 					out = append(out, prefixedKey{
 						value:    source.Prefix + suffix,

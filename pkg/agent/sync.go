@@ -163,7 +163,21 @@ func (a *Agent) report(ctx context.Context, node *corev1.Node, o *observed, d de
 	if d.memo.warned != "" {
 		a.warnedAnnotation = d.memo.warned
 	}
+	if out.err == nil && untaints(*r) && source.Pending(node) {
+		if err := source.RemoveStartupTaint(ctx, a.Client.Nodes(), a.NodeName, nil); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Removed the startup taint: the assigned config is active and passed its health gate", "taint", source.StartupTaint, "config", describe(o.as.src))
+	}
 	return out.err
+}
+
+// untaints reports whether r, published, lets the node take workloads:
+// the kubelet runs the assigned config, which passed its health gate (in
+// trial or last-known-good). Then the startup taint that the node
+// registered with (source.StartupTaint) goes.
+func untaints(r report) bool {
+	return r.reason == ReasonApplied || r.reason == ReasonTrial
 }
 
 // failureReport is the report of the record's status with active as

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // Controller drives the NodeConfigRollouts of one namespace: each one that
@@ -114,6 +115,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.queue.ShutDown()
 		if p != nil {
 			p.queue.ShutDown()
+			p.pending.ShutDown()
 		}
 	}()
 	if p != nil {
@@ -122,6 +124,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		go func() {
 			defer c.wg.Done()
 			for p.next(ctx) {
+			}
+		}()
+		// The pools' cache has synced: only now can a node be known to
+		// be selected by none.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			for p.nextPending(ctx) {
 			}
 		}()
 	}
@@ -137,13 +147,17 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, rollouts, nodeInf cache.SharedIndexInformer) (*pools, error) {
 	p := &pools{c: c, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-pools"})}
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-pools"}),
+		pending: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-pending-nodes"})}
 	poolInf := f.ForResource(pool.Resource).Informer()
 	if _, err := poolInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		// A pool's selector decides which nodes the others may take.
-		AddFunc:    func(any) { p.enqueueAll() },
-		UpdateFunc: func(_, obj any) { p.enqueueAll() },
-		DeleteFunc: func(any) { p.enqueueAll() },
+		// A pool's selector decides which nodes the others may take, and
+		// which nodes with the startup taint no pool selects.
+		AddFunc:    func(any) { p.enqueueAll(); p.enqueuePending() },
+		UpdateFunc: func(_, obj any) { p.enqueueAll(); p.enqueuePending() },
+		DeleteFunc: func(any) { p.enqueueAll(); p.enqueuePending() },
 	}); err != nil {
 		return nil, fmt.Errorf("watch nodeconfigpools: %w", err)
 	}
@@ -166,13 +180,19 @@ func (c *Controller) watchPools(f dynamicinformer.DynamicSharedInformerFactory, 
 	}); err != nil {
 		return nil, err
 	}
+	onPending := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && source.Pending(n) {
+			p.pending.Add(n.Name)
+		}
+	}
 	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { p.enqueueAll() },
+		AddFunc: func(obj any) { p.enqueueAll(); onPending(obj) },
 		UpdateFunc: func(old, cur any) {
 			o, ok1 := old.(*corev1.Node)
 			n, ok2 := cur.(*corev1.Node)
 			if !ok1 || !ok2 || nodeChanged(o, n) {
 				p.enqueueAll()
+				onPending(cur)
 			}
 		},
 		DeleteFunc: func(any) { p.enqueueAll() },

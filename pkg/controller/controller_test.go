@@ -6,11 +6,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 func TestNeedsDriver(t *testing.T) {
@@ -72,6 +74,29 @@ func TestLeader(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("Leader = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeChanged(t *testing.T) {
+	base := func() *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: source.StartupTaint, Effect: corev1.TaintEffectNoSchedule}}}}
+	}
+	for name, tc := range map[string]struct {
+		edit func(n *corev1.Node)
+		want bool
+	}{
+		"a heartbeat":                         {edit: func(n *corev1.Node) { n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure}} }},
+		"the startup taint removed":           {edit: func(n *corev1.Node) { n.Spec.Taints = nil }, want: true},
+		"a label":                             {edit: func(n *corev1.Node) { n.Labels = map[string]string{"pool": "a"} }, want: true},
+		"another taint, the startup one kept": {edit: func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "x"}) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cur := base()
+			tc.edit(cur)
+			if got := nodeChanged(base(), cur); got != tc.want {
+				t.Errorf("nodeChanged = %t, want %t", got, tc.want)
 			}
 		})
 	}

@@ -30,6 +30,9 @@ type pools struct {
 	pools    cache.Indexer
 	rollouts cache.Indexer
 	nodes    cache.Indexer
+	// pending queues the names of nodes with the startup taint, to remove
+	// it from those that no pool selects (untaint).
+	pending workqueue.TypedRateLimitingInterface[string]
 }
 
 // enqueueAll looks at every pool again: a node changed.
@@ -42,11 +45,12 @@ func (p *pools) enqueueAll() {
 }
 
 // nodeChanged reports whether a Node's update can change a pool's
-// decision or counts: its labels, dkc's annotations, readiness or
-// schedulability. Heartbeats alone do not.
+// decision or counts: its labels, dkc's annotations, readiness,
+// schedulability or startup taint. Heartbeats alone do not.
 func nodeChanged(old, cur *corev1.Node) bool {
 	if !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
-		old.Spec.Unschedulable != cur.Spec.Unschedulable || rollout.IsReady(old) != rollout.IsReady(cur) {
+		old.Spec.Unschedulable != cur.Spec.Unschedulable || rollout.IsReady(old) != rollout.IsReady(cur) ||
+		source.Pending(old) != source.Pending(cur) {
 		return true
 	}
 	return !apiequality.Semantic.DeepEqual(old.Spec.ConfigSource, cur.Spec.ConfigSource) ||
@@ -136,6 +140,13 @@ func (p *pools) reconcile(ctx context.Context, name string) error {
 			errs = append(errs, err)
 		}
 	}
+	for _, name := range out.Join {
+		if err := p.join(ctx, name, out.JoinTarget, out.JoinPin); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		logger.Info("Assigned a joining node its pool's current revision", "node", name, "revision", out.Status.Revision)
+	}
 	if out.Create != nil {
 		created, err := p.c.Store.Create(ctx, out.Create, false)
 		switch {
@@ -156,6 +167,77 @@ func (p *pools) reconcile(ctx context.Context, name string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// join assigns the node named name, which carries the startup taint,
+// target pinned by pin, over whatever it holds as the node cache shows it.
+func (p *pools) join(ctx context.Context, name string, target *corev1.NodeConfigSource, pin *source.Pin) error {
+	obj, exists, err := p.nodes.GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	node := obj.(*corev1.Node)
+	held, _, err := source.Assigned(node)
+	if err != nil {
+		return fmt.Errorf("assign joining node %q: %w", name, err)
+	}
+	return rollout.Assign(ctx, p.c.Kube, name, node, target, pin, held)
+}
+
+// enqueuePending queues every node that carries the startup taint: a pool
+// changed, and may no longer select it.
+func (p *pools) enqueuePending() {
+	for _, obj := range p.nodes.List() {
+		if n, ok := obj.(*corev1.Node); ok && source.Pending(n) {
+			p.pending.Add(n.Name)
+		}
+	}
+}
+
+func (p *pools) nextPending(ctx context.Context) bool {
+	name, shutdown := p.pending.Get()
+	if shutdown {
+		return false
+	}
+	defer p.pending.Done(name)
+	if err := p.untaint(ctx, name); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing the startup taint failed; retrying", "node", name)
+		p.pending.AddRateLimited(name)
+		return true
+	}
+	p.pending.Forget(name)
+	return true
+}
+
+// untaint removes the startup taint from the node named name at once when
+// no pool selects it: no pool would configure it. A node that a pool
+// selects keeps it until its agent removes it, once the pool's config is
+// active on it and passed its health gate.
+func (p *pools) untaint(ctx context.Context, name string) error {
+	obj, exists, err := p.nodes.GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	node := obj.(*corev1.Node)
+	if !source.Pending(node) {
+		return nil
+	}
+	var all []*pool.Pool
+	for _, o := range p.pools.List() {
+		cur, err := pool.Decode(o.(*unstructured.Unstructured))
+		if err != nil {
+			return err // retried: a pool that cannot be read may select it
+		}
+		all = append(all, cur)
+	}
+	if !pool.Unselected(all, node) {
+		return nil
+	}
+	if err := source.RemoveStartupTaint(ctx, p.c.Kube.CoreV1().Nodes(), name, node); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Removed the startup taint from a node that no pool selects", "node", name, "taint", source.StartupTaint)
+	return nil
 }
 
 // payload reads the bytes of cur's config.

@@ -63,6 +63,15 @@ type Output struct {
 	Planned bool
 	// Warnings are rollout.Plan's, for the controller's log.
 	Warnings []string
+	// Join are the nodes that registered with the startup taint
+	// (source.StartupTaint) and do not hold the pool's current revision:
+	// the controller assigns each JoinTarget pinned by JoinPin at once
+	// (rollout.Assign), outside any rollout and its budget, since no
+	// workload runs on them. Their agents remove the taint once the config
+	// is active and passed its health gate.
+	Join       []string
+	JoinTarget *corev1.NodeConfigSource
+	JoinPin    *source.Pin
 }
 
 // Decide returns what the controller does for in.Pool. It is a function of
@@ -109,8 +118,10 @@ func Decide(in Input) Output {
 	}
 	st.Digest = pin.Digest
 
-	// Counts, and the nodes that do not hold the config yet.
+	// Counts, and the nodes that do not hold the config yet; those that
+	// joined with the startup taint are assigned outside the rollouts.
 	var needs []corev1.Node
+	var pending []*corev1.Node
 	for _, n := range selected {
 		o, err := rollout.Observe(n, target, pin)
 		if err != nil {
@@ -126,7 +137,10 @@ func Decide(in Input) Output {
 		if o.Error != "" {
 			st.Nodes.Failed++
 		}
-		if !o.Assigned {
+		switch {
+		case source.Pending(n):
+			pending = append(pending, n)
+		case !o.Assigned:
 			needs = append(needs, *n)
 		}
 	}
@@ -166,6 +180,9 @@ func Decide(in Input) Output {
 	if len(current) > 0 {
 		latest = current[len(current)-1]
 		st.CurrentRollout = latest.Name
+	}
+	if latest == nil || rolloutStalled[latest.State()] == "" {
+		out.Join, out.JoinTarget, out.JoinPin = joining(pending, in.Foreign, target, pin), target, pin
 	}
 	switch {
 	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, rollout.ReasonOutsideWindow):
@@ -217,6 +234,45 @@ func Decide(in Input) Output {
 		return reconciling(out, in.Now, ReasonApplying, fmt.Sprintf("%d of %d nodes run revision %d", st.Nodes.Updated, st.Nodes.Selected, rev))
 	}
 	return settle(out, in.Now, Ready, ReasonUpdated, fmt.Sprintf("%d nodes run revision %d", st.Nodes.Selected, rev))
+}
+
+// joining are the nodes among pending, which carry the startup taint, that
+// do not hold target pinned by pin, and that no unfinished rollout of
+// others covers: the rollout assigns those.
+func joining(pending []*corev1.Node, others []*rollout.Rollout, target *corev1.NodeConfigSource, pin *source.Pin) []string {
+	var names []string
+	for _, n := range pending {
+		if !source.Holds(n, target, pin) {
+			names = append(names, n.Name)
+		}
+	}
+	busy := map[string]bool{}
+	for _, o := range rollout.Overlaps(names, others, "") {
+		busy[o.Node] = true
+	}
+	var out []string
+	for _, n := range names {
+		if !busy[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Unselected reports whether no pool of pools selects node: a node that
+// registered with the startup taint and that no pool would configure has
+// the taint removed at once. A pool whose selector does not parse might
+// select any node: the taint stays until the selector is fixed (the pool
+// is Stalled with InvalidSelector).
+func Unselected(pools []*Pool, node *corev1.Node) bool {
+	set := labels.Set(node.Labels)
+	for _, p := range pools {
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelector)
+		if err != nil || sel.Matches(set) {
+			return false
+		}
+	}
+	return true
 }
 
 // selectNodes returns the nodes p's selector picks and no other pool's

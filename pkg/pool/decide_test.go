@@ -63,6 +63,12 @@ func node(name string, labels map[string]string, config string, active bool) *co
 	return n
 }
 
+// pending is n with the startup taint it registered with.
+func pending(n *corev1.Node) *corev1.Node {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoExecute}, corev1.Taint{Key: source.StartupTaint, Effect: corev1.TaintEffectNoSchedule})
+	return n
+}
+
 // poolRollout is rollout name of pool p's revision rev to config, in state.
 func poolRollout(p *Pool, name string, rev int, config string, state rollout.State, generation int64, nodes ...string) *rollout.Rollout {
 	r := rollout.New("kube-system", name, rollout.Spec{Config: ref(config), Pin: source.NewPin(ref(config), []byte(config), nil), Nodes: nodes, MaxUnavailable: intstr.FromInt32(1)})
@@ -83,6 +89,7 @@ func TestDecide(t *testing.T) {
 		create []string // the nodes of the rollout created, in order; nil: none
 		name   string   // its name
 		drain  []string // the nodes it drains
+		join   []string // the nodes assigned outside any rollout
 		// planned: Decide planned the rollout to create or refused it for
 		// its drains, which depend on Input.Configs.
 		planned bool
@@ -157,6 +164,60 @@ func TestDecide(t *testing.T) {
 			},
 			create: []string{"n3"}, name: "workers-1-2",
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Updated: 1, Available: 2},
+		},
+		"a node that registers with the startup taint gets the current revision at once, outside any rollout": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "a", true), pending(node("n3", workers, "", false))},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			join: []string{"n3"},
+			cond: Reconciling, reason: "Applying", counts: Counts{Selected: 2, Updated: 1, Available: 2},
+		},
+		"a new pool assigns its joining nodes at once and rolls out over the others": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), pending(node("n2", workers, "", false))}}
+			},
+			create: []string{"n1"}, name: "workers-1", join: []string{"n2"},
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Available: 2},
+		},
+		"a joining node that holds an older revision gets the current one at once": {
+			in: func(p *Pool) Input {
+				p.Spec.ConfigSource = *ref("b")
+				return Input{Pool: p, Payload: []byte("b"), Nodes: []*corev1.Node{node("n1", workers, "b", true), pending(node("n2", workers, "a", true))},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1", "n2"), poolRollout(p, "workers-2", 2, "b", rollout.Done, 1, "n1")}}
+			},
+			join: []string{"n2"},
+			cond: Reconciling, reason: "Applying", counts: Counts{Selected: 2, Updated: 1, Available: 2},
+		},
+		"a joining node that holds the current revision waits for its agent": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "a", true), pending(node("n3", workers, "a", false))},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}}
+			},
+			cond: Reconciling, reason: "Applying", counts: Counts{Selected: 2, Updated: 1, Available: 2},
+		},
+		"a paused pool still configures a joining node: pausing holds the budget, and a joining node is outside it": {
+			in: func(p *Pool) Input {
+				p.Spec.Paused = true
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), pending(node("n2", workers, "", false))}}
+			},
+			join: []string{"n2"},
+			cond: Reconciling, reason: "Paused", counts: Counts{Selected: 2, Available: 2},
+		},
+		"a halted revision is given to no joining node: it keeps its taint": {
+			in: func(p *Pool) Input {
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), pending(node("n2", workers, "", false))},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Halted, 1, "n1")}}
+			},
+			cond: Stalled, reason: "RolloutHalted", counts: Counts{Selected: 2, Available: 2},
+		},
+		"a joining node that another unfinished rollout covers waits for it": {
+			in: func(p *Pool) Input {
+				other := poolRollout(newPool("x", "x", nil), "manual", 1, "x", rollout.Running, 1, "n2")
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "a", true), pending(node("n2", workers, "", false))},
+					Rollouts: []*rollout.Rollout{poolRollout(p, "workers-1", 1, "a", rollout.Done, 1, "n1")}, Foreign: []*rollout.Rollout{other}}
+			},
+			cond: Reconciling, reason: "Applying", counts: Counts{Selected: 2, Updated: 1, Available: 2},
 		},
 		"a node that another pool selects too is reported, and neither pool touches it": {
 			in: func(p *Pool) Input {
@@ -345,6 +406,12 @@ func TestDecide(t *testing.T) {
 					t.Errorf("windows (-pool +rollout):\n%s", diff)
 				}
 			}
+			if diff := cmp.Diff(tc.join, out.Join); diff != "" {
+				t.Errorf("joining nodes (-want +got):\n%s", diff)
+			}
+			if out.Join != nil && (!source.Equal(out.JoinTarget, &p.Spec.ConfigSource) || !out.JoinPin.Equal(source.NewPin(&p.Spec.ConfigSource, in.Payload, p.Spec.AllowUnsafe))) {
+				t.Errorf("joining nodes get %v pinned %v, want the pool's config pinned to its payload", out.JoinTarget, out.JoinPin)
+			}
 			if want := tc.planned || tc.create != nil; out.Planned != want {
 				t.Errorf("planned %t, want %t", out.Planned, want)
 			}
@@ -382,6 +449,28 @@ func TestDecide(t *testing.T) {
 			}
 			if tc.counts.Conflicting > 0 && !strings.Contains(strings.Join(out.Status.ConflictingNodes, ","), "n9") {
 				t.Errorf("conflicting nodes %v, want n9", out.Status.ConflictingNodes)
+			}
+		})
+	}
+}
+
+func TestUnselected(t *testing.T) {
+	workers := newPool("workers", "a", map[string]string{"pool": "workers"})
+	broken := newPool("broken", "a", nil)
+	broken.Spec.NodeSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "pool", Operator: "Nonsense"}}
+	for name, tc := range map[string]struct {
+		pools  []*Pool
+		labels map[string]string
+		want   bool
+	}{
+		"no pool":                                      {labels: map[string]string{"pool": "workers"}, want: true},
+		"a pool selects the node":                      {pools: []*Pool{workers}, labels: map[string]string{"pool": "workers"}, want: false},
+		"the pools select other nodes":                 {pools: []*Pool{workers}, labels: map[string]string{"pool": "gpu"}, want: true},
+		"a selector that does not parse may select it": {pools: []*Pool{workers, broken}, labels: map[string]string{"pool": "gpu"}, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := Unselected(tc.pools, node("n", tc.labels, "", false)); got != tc.want {
+				t.Errorf("Unselected = %t, want %t", got, tc.want)
 			}
 		})
 	}

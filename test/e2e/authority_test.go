@@ -3,8 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,21 +51,12 @@ const (
 // rollout's spec does not change after it is created. The subtests' names
 // are the ones the table cites (cmd/docs_test.go holds them together).
 func TestAuthority(t *testing.T) {
-	c, refs := kubeadmPodsCluster(t)
+	c, _, n := kubeadmDKC(t, "dkc-authority")
 	ctx := context.Background()
-	n, err := c.StartKubeadmNodeWith(ctx, "dkc-authority", framework.KubeadmNodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	local, err := os.ReadFile(n.Path("/var/lib/kubelet/config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join("..", "..", "deploy"), Images: refs}); err != nil {
-		t.Fatal(err)
-	}
-	waitAgentPods(t, c, 2*time.Minute, agentContainerReady)
-	waitLeader(t, c, 2*time.Minute, "")
 
 	// The identities, as an organisation would bind them: the assigner
 	// with a role of its own (patch nodes is not dkc's to ship), the
@@ -351,6 +343,76 @@ func TestAuthority(t *testing.T) {
 		}
 		if err := ctl.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 			t.Errorf("the controller deleting the Node: err %v, want Forbidden", err)
+		}
+	})
+
+	t.Run("only dkc's identities remove the startup taint", func(t *testing.T) {
+		// A Node that registered with the startup taint and another one,
+		// in the pool's selection: no kubelet or agent runs for it, so
+		// the taint stays while the identities try (dry runs).
+		const joiner = "dkc-authority-joiner"
+		other := corev1.Taint{Key: "example.com/e2e", Effect: corev1.TaintEffectNoSchedule}
+		_, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: joiner, Labels: map[string]string{"auth-pool": "workers"}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+				{Key: source.StartupTaint, Effect: corev1.TaintEffectNoSchedule}, other,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Client.CoreV1().Nodes().Delete(ctx, joiner, metav1.DeleteOptions{}) })
+		// remove is a JSON patch that removes the taint with key from
+		// node, wherever it is in the list as the patch is applied.
+		remove := func(t *testing.T, cs kubernetes.Interface, node, key string) error {
+			t.Helper()
+			cur, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(cur.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == key })
+			if i < 0 {
+				t.Fatalf("node %s has no taint %s: %v", node, key, cur.Spec.Taints)
+			}
+			patch := fmt.Sprintf(`[{"op":"test","path":"/spec/taints/%d/key","value":%q},{"op":"remove","path":"/spec/taints/%d"}]`, i, key, i)
+			_, err = cs.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+		agentOn := func(node string) kubernetes.Interface {
+			cfg := rest.CopyConfig(c.RESTConfig)
+			cfg.Impersonate = rest.ImpersonationConfig{
+				UserName: "system:serviceaccount:kube-system:dkc-agent",
+				Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+				Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {node}},
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cs
+		}
+		ctl := clientAs(t, c, "system:serviceaccount:kube-system:dkc-controller", "system:serviceaccounts", "system:serviceaccounts:kube-system")
+		assigner := clientAs(t, c, authAssigner)
+		const onlyDKC = "only dkc removes the startup taint " + source.StartupTaint
+
+		forbidden(t, "the assigner removing the startup taint", remove(t, assigner, joiner, source.StartupTaint), onlyDKC)
+		if err := remove(t, assigner, joiner, other.Key); err != nil {
+			t.Errorf("the assigner removing another taint: %v, want it allowed (patch nodes is Kubernetes' power over taints)", err)
+		}
+		for who, cs := range map[string]kubernetes.Interface{"the controller": ctl, "the agent on its own Node": agentOn(joiner), "cluster-admin": c.Client} {
+			if err := remove(t, cs, joiner, source.StartupTaint); err != nil {
+				t.Errorf("%s removing the startup taint: %v, want it allowed", who, err)
+			}
+		}
+		forbidden(t, "the controller removing another taint", remove(t, ctl, joiner, other.Key), "the dkc controller may not change the taints")
+		forbidden(t, "the agent removing another taint", remove(t, agentOn(joiner), joiner, other.Key), "the dkc agent may not change the taints")
+		forbidden(t, "an agent removing the startup taint of another Node", remove(t, agentOn(n.Name), joiner, source.StartupTaint), "may not write Node '"+joiner+"'")
+		got, err := c.Client.CoreV1().Nodes().Get(ctx, joiner, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !source.Pending(got) {
+			t.Errorf("node %s lost the startup taint: %v", joiner, got.Spec.Taints)
 		}
 	})
 }

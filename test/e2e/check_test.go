@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,17 +20,8 @@ import (
 // than the CLI fails the agents' check; a deleted admission policy fails
 // the policies' check and lets the forged write through.
 func TestCheck(t *testing.T) {
-	c, refs := kubeadmPodsCluster(t)
+	c, refs, n := kubeadmDKC(t, "dkc-check")
 	ctx := context.Background()
-	n, err := c.StartKubeadmNodeWith(ctx, "dkc-check", framework.KubeadmNodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join("..", "..", "deploy"), Images: refs}); err != nil {
-		t.Fatal(err)
-	}
-	waitAgentPods(t, c, 2*time.Minute, agentContainerReady)
-	waitLeader(t, c, 2*time.Minute, "")
 
 	// lines are check's lines but its summary.
 	lines := func(r result) []string {

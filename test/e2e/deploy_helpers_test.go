@@ -34,6 +34,26 @@ func kubeadmPodsCluster(t *testing.T) (*framework.Cluster, []string) {
 	return c, refs[:3]
 }
 
+// kubeadmDKC is kubeadmPodsCluster with one kubeadm node, named node,
+// joined, and deploy/ installed as shipped: it returns once the node's
+// agent runs and a controller leads. It returns the cluster, the images'
+// references and the node.
+func kubeadmDKC(t *testing.T, node string) (*framework.Cluster, []string, *framework.KubeadmNode) {
+	t.Helper()
+	c, refs := kubeadmPodsCluster(t)
+	ctx := context.Background()
+	n, err := c.StartKubeadmNodeWith(ctx, node, framework.KubeadmNodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeployDKC(ctx, framework.Deploy{Overlay: filepath.Join("..", "..", "deploy"), Images: refs}); err != nil {
+		t.Fatal(err)
+	}
+	waitAgentPods(t, c, 2*time.Minute, agentContainerReady)
+	waitLeader(t, c, 2*time.Minute, "")
+	return c, refs, n
+}
+
 // dkcImages are the OCI archives of the agent, controller, probe and pause
 // images: those of `make image` when $DKC_AGENT_IMAGE,
 // $DKC_CONTROLLER_IMAGE, $DKC_PROBE_IMAGE and $DKC_PAUSE_IMAGE name them

@@ -97,7 +97,7 @@ var agentForbidden = []struct {
 	{verb: "get", resource: "secrets"},
 	{verb: "list", resource: "secrets"},
 	{verb: "get", resource: "nodes", sub: "proxy"},
-	{verb: "patch", resource: "nodes"},
+	{verb: "update", resource: "nodes"},
 	{verb: "delete", resource: "nodes"},
 	{verb: "create", resource: "pods", sub: "exec"},
 	{verb: "create", resource: "serviceaccounts", sub: "token"},

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math/big"
 	"os"
@@ -251,6 +253,9 @@ type KubeadmNodeOptions struct {
 	// KubeletExtraArgs are more kubelet flags, by name without the
 	// dashes, given as KubeletConfigDir is.
 	KubeletExtraArgs map[string]string
+	// Taints are the JoinConfiguration's nodeRegistration.taints: the
+	// taints the kubelet registers the Node with.
+	Taints []corev1.Taint
 }
 
 // StartKubeadmNode boots a node named name under its own systemd, has
@@ -283,7 +288,7 @@ func (c *Cluster) StartKubeadmNodeWith(ctx context.Context, name string, opts Ku
 		Name:    name,
 		IP:      c.net.nodeIP(i),
 		NetNS:   ns,
-		Dir:     filepath.Join(c.Dir, "kubeadm-nodes", name),
+		Dir:     c.kubeadmNodeDir(name),
 		cluster: c,
 		opts:    opts,
 	}
@@ -496,6 +501,12 @@ nodeRegistration:
 		}
 		args["config-dir"] = dir
 	}
+	if len(n.opts.Taints) > 0 {
+		config += "  taints:\n"
+		for _, t := range n.opts.Taints {
+			config += fmt.Sprintf("  - key: %q\n    value: %q\n    effect: %q\n", t.Key, t.Value, t.Effect)
+		}
+	}
 	if len(args) > 0 {
 		config += "  kubeletExtraArgs:\n"
 		for _, name := range slices.Sorted(maps.Keys(args)) {
@@ -596,6 +607,33 @@ func (n *KubeadmNode) KubeletMainPID() (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+// kubeadmNodeDir is the directory of kubeadm node name (KubeadmNode.Dir).
+func (c *Cluster) kubeadmNodeDir(name string) string {
+	return filepath.Join(c.Dir, "kubeadm-nodes", name)
+}
+
+// KubeadmKubeletStarts is KubeletStarts of kubeadm node name, which may be
+// joining still (StartKubeadmNodeWith has not returned it yet).
+func (c *Cluster) KubeadmKubeletStarts(name string) (int, error) {
+	return (&KubeadmNode{Dir: c.kubeadmNodeDir(name)}).KubeletStarts()
+}
+
+// KubeletStarts counts the starts of the node's kubelet that got as far
+// as running: the lines of the kubelet's log where it names its version,
+// which it logs once per start, after it loaded its config. A kubelet that
+// fails before (kubelet.service before kubeadm join wrote its config)
+// does not count.
+func (n *KubeadmNode) KubeletStarts() (int, error) {
+	b, err := os.ReadFile(n.Logs()[3])
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(string(b), `"Kubelet version"`), nil
 }
 
 // KillContainer sends SIGKILL to the running container id (its CRI ID)
