@@ -70,6 +70,7 @@ var Policies = []string{
 	"kubectl-dkc-pool-opt-in",
 	"kubectl-dkc-controller-nodes",
 	"kubectl-dkc-pool-namespace",
+	"kubectl-dkc-controller-leases",
 }
 
 // Labels of dkc's workloads in deploy/.
