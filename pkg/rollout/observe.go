@@ -245,7 +245,9 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 				rec.Started = &now
 			}
 		case Succeeded, Skipped, Failed:
-			rec.Finished = &now
+			if rec.Finished == nil {
+				rec.Finished = &now
+			}
 		}
 		if phase != Waiting || ok {
 			r.Status.Nodes[name] = rec
