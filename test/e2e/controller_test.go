@@ -799,7 +799,7 @@ func TestControllerKilledAtEachPhase(t *testing.T) {
 		bad bool
 	}{
 		{phase: "took the rollout's Lease", kill: func(r *http.Request, body []byte) bool {
-			return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/leases") && bytes.Contains(body, []byte(`"nodeconfigrollout-`))
+			return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/leases") && bytes.Contains(body, []byte(rollout.LeaseName("kill-")))
 		}},
 		{phase: "marked and assigned a node", kill: func(r *http.Request, _ []byte) bool {
 			return r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") && r.URL.Query().Get("dryRun") == ""
