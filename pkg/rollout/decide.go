@@ -28,9 +28,6 @@ type Decision struct {
 	// Uncordon lists the drained nodes that passed their health gate, to
 	// uncordon, with their marks.
 	Uncordon []string
-	// Finish lists the nodes the rollout started that are done and whose
-	// marks do not say so yet: their driver records it (finishNodes).
-	Finish []string
 	// Start lists the nodes this pass starts, in rollout order: each is
 	// marked, with the assignment it holds (to undo to), in the patch that
 	// assigns it or, for a node to drain, that cordons it.
@@ -91,12 +88,6 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 		rec := r.NodeStatus(name)
 		if rec.Cordoned && rec.Phase == InProgress && observed[name].Running && observed[name].Ready {
 			d.Uncordon = append(d.Uncordon, name)
-		}
-	}
-
-	for _, name := range r.Spec.Nodes {
-		if rec := r.NodeStatus(name); rec.Marked && rec.Phase == Succeeded && !finished(observed[name].Mark, r) {
-			d.Finish = append(d.Finish, name)
 		}
 	}
 
@@ -246,6 +237,3 @@ func held(node *corev1.Node) (*corev1.NodeConfigSource, *source.Pin, error) {
 	pin, err := source.PinOf(node)
 	return prev, pin, err
 }
-
-// finished reports whether m, a node's mark, records the node done for r.
-func finished(m *Mark, r *Rollout) bool { return m.Owns(r) && m.Finished != nil }

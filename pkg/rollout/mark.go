@@ -40,11 +40,8 @@ type Mark struct {
 	// Cordoned: the rollout cordoned the node to drain it, and uncordons
 	// it once the node passed its health gate.
 	Cordoned bool `json:"cordoned,omitempty"`
-	// Started is when the rollout started the node; Finished when its
-	// driver saw it done (running its target, Ready and uncordoned): from
-	// then on the node is done for the rollout, whatever comes after.
-	Started  metav1.MicroTime  `json:"started"`
-	Finished *metav1.MicroTime `json:"finished,omitempty"`
+	// Started is when the rollout started the node.
+	Started metav1.MicroTime `json:"started"`
 }
 
 // MarkOf returns node's mark; nil when it has none.

@@ -257,17 +257,13 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 	return r, changed
 }
 
-// record is the record of a node whose mark is m: when m names r, in
-// progress, with the assignment it held before, or done once its driver
-// recorded it finished; else Waiting.
+// record is the record of a node whose mark is m: in progress, with the
+// assignment it held before, when m names r; else Waiting. NextPhase then
+// tells whether it is done.
 func record(r *Rollout, m *Mark) NodeStatus {
 	if !m.Owns(r) {
 		return NodeStatus{Phase: Waiting}
 	}
 	started := m.Started
-	rec := NodeStatus{Phase: InProgress, Previous: m.Previous, PreviousPin: m.PreviousPin, Cordoned: m.Cordoned, Marked: true, Started: &started}
-	if m.Finished != nil {
-		rec.Phase, rec.Finished = Succeeded, m.Finished.DeepCopy()
-	}
-	return rec
+	return NodeStatus{Phase: InProgress, Previous: m.Previous, PreviousPin: m.PreviousPin, Cordoned: m.Cordoned, Marked: true, Started: &started}
 }

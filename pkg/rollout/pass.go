@@ -101,7 +101,6 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 	}
 	r := d.Rollout
 	r.Status.Counts = Count(r)
-	e.finishNodes(ctx, r, d.Finish, nodes, metav1.NewMicroTime(now))
 	if d.Final {
 		return e.finish(ctx, r, observed)
 	}

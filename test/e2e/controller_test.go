@@ -295,7 +295,7 @@ func TestController(t *testing.T) {
 		}
 		followToDone(t, c, "ctl-a")
 		ro := rolloutObject(t, c, "ctl-a")
-		checkApplyWindows(t, c, applyWindows(t, ro, names), began)
+		checkApplyWindows(t, c, applyWindows(t, ro, names, time.Now()), began)
 		for _, n := range names {
 			eventuallyStatus(t, c, n, 10*time.Second, Active("ctl-a"), NoError())
 		}
@@ -319,7 +319,7 @@ func TestController(t *testing.T) {
 			t.Errorf("leader %s still holds the lease after it was killed", now)
 		}
 		ro := rolloutObject(t, c, "ctl-b")
-		checkApplyWindows(t, c, applyWindows(t, ro, names), began)
+		checkApplyWindows(t, c, applyWindows(t, ro, names, time.Now()), began)
 		startReplica(t, "replica-3") // a standby again
 	})
 
@@ -890,7 +890,7 @@ func TestControllerKilledAtEachPhase(t *testing.T) {
 			if w.ExitCode != 0 {
 				t.Fatalf("rollout status -w: exit %d, want 0", w.ExitCode)
 			}
-			checkApplyWindows(t, c, applyWindows(t, rolloutObject(t, c, name), names), began)
+			checkApplyWindows(t, c, applyWindows(t, rolloutObject(t, c, name), names, time.Now()), began)
 		})
 	}
 }

@@ -89,7 +89,7 @@ func TestUndoRefusesBeforeAborting(t *testing.T) {
 	orig.Status = rollout.Status{State: rollout.Running}
 	// n1 carries r1's mark: r1 started it, over cm a pinned with security.
 	mark, err := json.Marshal(rollout.Mark{Rollout: "kube-system/r1", UID: orig.UID, Previous: cm("a"),
-		PreviousPin: source.NewPin(cm("a"), []byte("a"), []string{"security"}), Started: metav1.Now()})
+		PreviousPin: source.NewPin(cm("a"), []byte("a"), []string{"security"}), Started: metav1.NowMicro()})
 	if err != nil {
 		t.Fatal(err)
 	}
