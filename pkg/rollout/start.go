@@ -268,4 +268,3 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 	c.byNative[native] = carrier
 	return carrier, nil
 }
-
