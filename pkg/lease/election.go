@@ -52,6 +52,14 @@ type Election struct {
 // at once.
 func (e *Election) Run(ctx context.Context, lead func(context.Context)) error {
 	logger := klog.FromContext(ctx)
+	duration, deadline := orDefault(e.LeaseDuration, DefaultLeaseDuration), orDefault(e.RenewDeadline, DefaultRenewDeadline)
+	// The Lease stores whole seconds: a duration of 1.5 s would let
+	// another client take over after 1 s, before a holder with a
+	// deadline of 1.2 s stops. So a duration must be whole seconds,
+	// longer than the deadline.
+	if duration%time.Second != 0 || duration <= deadline {
+		return fmt.Errorf("lease %s/%s: a duration of %s and a renew deadline of %s: the duration must be whole seconds, longer than the deadline", e.Namespace, e.Name, duration, deadline)
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
 		Client:     e.Client.CoordinationV1(),
@@ -60,8 +68,8 @@ func (e *Election) Run(ctx context.Context, lead func(context.Context)) error {
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            e.Name,
-		LeaseDuration:   orDefault(e.LeaseDuration, DefaultLeaseDuration),
-		RenewDeadline:   orDefault(e.RenewDeadline, DefaultRenewDeadline),
+		LeaseDuration:   duration,
+		RenewDeadline:   deadline,
 		RetryPeriod:     orDefault(e.RetryPeriod, DefaultRetryPeriod),
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{

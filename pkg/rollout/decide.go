@@ -105,6 +105,12 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 		r.Status.Wave, r.Status.SoakSince = current, nil
 		d.Write = true
 	}
+	if current <= r.Status.Wave && r.Status.SoakSince != nil {
+		// A node of the waves entered is no longer done (it went
+		// NotReady): the soak before the next wave starts again.
+		r.Status.SoakSince = nil
+		d.Write = true
+	}
 
 	// Outside every window no node starts; those under way finish.
 	if open := windowOpen(&d, now); open && current <= r.Status.Wave {

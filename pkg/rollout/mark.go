@@ -74,6 +74,12 @@ func newMark(r *Rollout, node string, previous *corev1.NodeConfigSource, previou
 // that records mark (nil: none changes), and spec.unschedulable when
 // unschedulable is not nil.
 func markPatch(patch []byte, mark *Mark, unschedulable *bool) ([]byte, error) {
+	return markPatchAt(patch, mark, unschedulable, "")
+}
+
+// markPatchAt is markPatch with a precondition: the apiserver applies it
+// only to the Node at resourceVersion rv (any, when "").
+func markPatchAt(patch []byte, mark *Mark, unschedulable *bool, rv string) ([]byte, error) {
 	p := map[string]any{}
 	if len(patch) > 0 {
 		if err := json.Unmarshal(patch, &p); err != nil {
@@ -104,6 +110,14 @@ func markPatch(patch []byte, mark *Mark, unschedulable *bool) ([]byte, error) {
 			p["spec"] = spec
 		}
 		spec["unschedulable"] = *unschedulable
+	}
+	if rv != "" {
+		md, _ := p["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			p["metadata"] = md
+		}
+		md["resourceVersion"] = rv
 	}
 	return json.Marshal(p)
 }

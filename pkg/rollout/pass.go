@@ -47,7 +47,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		return true, fmt.Errorf("rollout %q: %w: finish it with the dkc that started it, or abort it (kubectl dkc rollout abort %s) and start it again", e.cur.Name, ErrLegacy, e.cur.Name)
 	}
 	if ok, err := e.takeState(lead, observed, now); !ok || err != nil {
-		return err != nil, err
+		return e.unlessTenureEnded(lead, ctx, err != nil, err)
 	}
 	if e.cur.Status.State != Running {
 		if e.cur.Status.State == Done {
@@ -59,7 +59,20 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	return e.execute(lead, d, observed, nodes, now)
+	finished, err = e.execute(lead, d, observed, nodes, now)
+	return e.unlessTenureEnded(lead, ctx, finished, err)
+}
+
+// unlessTenureEnded returns what a pass that acted under the Lease's
+// tenure lead returned, unless the tenure ended meanwhile (and ctx did
+// not): what the pass did not finish is left to the next holder, and the
+// next pass follows.
+func (e *engine) unlessTenureEnded(lead, ctx context.Context, finished bool, err error) (bool, error) {
+	if lead.Err() != nil && ctx.Err() == nil {
+		e.poke()
+		return false, nil
+	}
+	return finished, err
 }
 
 // observe is Observe, from the cache of observations, with the mark this
@@ -120,6 +133,9 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", r.Name, "nodes", len(d.Assign), "decide", began.Sub(now), "start", e.opts.Clock.Since(began))
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil // the tenure ended: no node failed
+		}
 		return e.halt(ctx, r, name, err, now, observed)
 	}
 	if len(d.Assign) > 0 {

@@ -92,8 +92,8 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 	}
 	if rec.Cordoned {
 		if mark != nil {
-			if err := patchOver(ctx, e.client, name, node, rec.Previous, func(*corev1.Node) ([]byte, error) {
-				return markPatch(nil, mark, ptr.To(true))
+			if err := patchOver(ctx, e.client, name, node, rec.Previous, func(node *corev1.Node) ([]byte, error) {
+				return markPatchAt(nil, mark, ptr.To(true), node.ResourceVersion)
 			}); err != nil {
 				e.setMark(name, nil)
 				return fmt.Errorf("cordon node %q: %w", name, err)
