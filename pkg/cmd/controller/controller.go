@@ -169,8 +169,10 @@ func (o *Options) Run(ctx context.Context) error {
 		Store: &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
 		Pools: &pool.Store{Client: o.Dynamic, Namespace: o.Namespace},
 		Log:   o.ErrOut,
-		// Each rollout's Lease names this replica, as the controller's does.
-		Options: rollout.Options{Identity: o.Identity},
+		// Each rollout's Lease names this replica and keeps the timings of
+		// the controller's.
+		Options: rollout.Options{Identity: o.Identity,
+			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod},
 	}
 	e := &lease.Election{
 		Client: o.Lease, Namespace: o.Namespace, Name: controller.LeaseName, Identity: o.Identity,
