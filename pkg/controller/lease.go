@@ -10,8 +10,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-dkc/dkc/pkg/lease"
 )
 
 // LeaseName is the Lease in the config namespace that the controller's
@@ -22,21 +23,9 @@ const LeaseName = "kubectl-dkc-controller"
 // Lease in namespace and renewed it within its duration at now, or "" when
 // none does: no controller drives rollouts there.
 func Leader(ctx context.Context, client kubernetes.Interface, namespace string, now time.Time) (string, error) {
-	lease, err := client.CoordinationV1().Leases(namespace).Get(ctx, LeaseName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case apierrors.IsForbidden(err):
+	holder, err := lease.Holder(ctx, client, namespace, LeaseName, now)
+	if apierrors.IsForbidden(err) {
 		return "", fmt.Errorf("cannot tell whether a controller runs: %w (the role kubectl-dkc:rollout-operator grants get on lease %s)", err, LeaseName)
-	case err != nil:
-		return "", fmt.Errorf("read lease %s/%s: %w", namespace, LeaseName, err)
 	}
-	s := lease.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return "", nil
-	}
-	if now.After(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)) {
-		return "", nil
-	}
-	return *s.HolderIdentity, nil
+	return holder, err
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // Assign assigns the node named name target pinned by pin, outside any
-// rollout, the way a rollout assigns one of its nodes (assignOver): through
+// rollout, the way a rollout assigns one of its nodes (patchOver), with no
+// mark: no rollout started it, and no undo takes it back. Through
 // the apiserver's carrier, on the condition that the node still holds
 // previous. node is the Node as last seen (nil: read it first). A pool
 // assigns a node that registers with the startup taint this way: it runs
@@ -24,5 +25,10 @@ func Assign(ctx context.Context, client kubernetes.Interface, name string, node 
 		}
 		carrier = c
 	}
-	return assignOver(ctx, client, name, node, carrier, target, pin, previous)
+	return patchOver(ctx, client, name, node, previous, func(node *corev1.Node) ([]byte, error) {
+		if source.Holds(node, target, pin) {
+			return nil, nil
+		}
+		return source.AssignPatchAt(carrier, target, pin, node.ResourceVersion)
+	})
 }

@@ -13,12 +13,11 @@ import (
 )
 
 // Drainer empties a node before its kubelet restarts on a config that needs
-// it (see NeedsDrain), and returns it to service after the health gate.
+// it (see NeedsDrain). The driver cordons the node first, in the patch that
+// marks it, and uncordons it after the health gate.
 type Drainer interface {
-	// Drain cordons node and evicts its pods.
+	// Drain cordons node, if it is not already, and evicts its pods.
 	Drain(ctx context.Context, node string) error
-	// Uncordon makes node schedulable again.
-	Uncordon(ctx context.Context, node string) error
 }
 
 // DrainOptions are the knobs of KubeDrainer, named after kubectl drain's
@@ -81,11 +80,6 @@ func (d *KubeDrainer) Drain(ctx context.Context, node string) error {
 		return fmt.Errorf("drain node %q: %w", node, err)
 	}
 	return nil
-}
-
-// Uncordon makes node schedulable again.
-func (d *KubeDrainer) Uncordon(ctx context.Context, node string) error {
-	return d.cordon(ctx, node, false)
 }
 
 func (d *KubeDrainer) cordon(ctx context.Context, name string, unschedulable bool) error {

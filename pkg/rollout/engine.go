@@ -2,9 +2,13 @@ package rollout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,13 +16,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kubectl-dkc/dkc/pkg/lease"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
@@ -84,15 +91,43 @@ type Options struct {
 	// instead of one of its own on the rollout: one watch, and one decode
 	// of each version of the rollout, for the host and the engine.
 	Rollouts cache.SharedIndexInformer
+	// StatusInterval bounds how often the driver writes the rollout only
+	// because its counts changed (DefaultStatusInterval when 0); a change
+	// of state, wave or soak is written at once.
+	StatusInterval time.Duration
+	// Identity names this driver in the rollout's Lease (LeaseName);
+	// the host name and process ID when empty.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the rollout's
+	// Lease (lease.Election); zero means lease's defaults.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultStatusInterval is Options.StatusInterval's default.
+const DefaultStatusInterval = 5 * time.Second
+
+// LeaseName is the name of the Lease, in the rollout's namespace, that
+// fences the driver of rollout name: one driver at a time.
+func LeaseName(name string) string {
+	const prefix = "nodeconfigrollout-"
+	if len(prefix)+len(name) <= validation.DNS1123SubdomainMaxLength {
+		return prefix + name
+	}
+	sum := sha256.Sum256([]byte(name))
+	tail := "-" + hex.EncodeToString(sum[:])[:10]
+	return prefix + strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(prefix)-len(tail)], ".-") + tail
 }
 
 // Run drives the rollout name of store until it is done, halted, aborted or
 // paused, or ctx ends. It watches the rollout's nodes and its object, and
 // acts on every change: it records each node's phase, starts the nodes the
 // current wave and the budget allow, and halts on the first node error.
-// Run may be called by several clients at once, and after any of them
-// died: the rollout object's resourceVersion keeps their writes apart, and
-// the nodes' carrier tells what was already done.
+//
+// One driver acts at a time: the holder of the rollout's Lease
+// (LeaseName). Run waits for it, following the rollout meanwhile (as
+// ReadOnly), and takes over when its holder stops renewing it; each node's
+// part is on the node (Mark), so any driver picks the rollout up where
+// another left it.
 //
 // Run returns the rollout as last read, and nil when it is Done, an error
 // matching ErrHalted, ErrAborted or ErrPaused, or ctx's error.
@@ -106,11 +141,19 @@ func Run(ctx context.Context, client kubernetes.Interface, store *Store, name st
 	if opts.Parallel <= 0 {
 		opts.Parallel = DefaultParallel
 	}
+	if opts.StatusInterval <= 0 {
+		opts.StatusInterval = DefaultStatusInterval
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
+	}
 	r, err := store.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{client: client, store: store, opts: opts, cur: r, rv: r.ResourceVersion, kick: make(chan struct{}, 1), assigned: map[string]bool{}}
+	e := &engine{client: client, store: store, opts: opts, cur: r, rv: r.ResourceVersion, kick: make(chan struct{}, 1),
+		assigned: map[string]bool{}, marks: map[string]*Mark{}}
 	if e.opts.Drainer == nil {
 		e.opts.Drainer = &KubeDrainer{Client: client, Options: DrainOptions{
 			Timeout:            r.Spec.DrainOptions.Timeout.Duration,
@@ -124,7 +167,55 @@ func Run(ctx context.Context, client kubernetes.Interface, store *Store, name st
 	if err := e.startInformers(ctx); err != nil {
 		return e.cur, err
 	}
+	if !opts.ReadOnly {
+		done := e.elect(ctx)
+		defer func() { cancel(); <-done }()
+	}
 	return e.loop(ctx)
+}
+
+// elect runs the election for the rollout's Lease until ctx ends, again
+// after each loss: while this client holds it, leading returns the
+// context of its tenure. The returned channel closes when it stopped.
+func (e *engine) elect(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	el := &lease.Election{
+		Client: e.client, Namespace: e.store.Namespace, Name: LeaseName(e.cur.Name), Identity: e.opts.Identity,
+		LeaseDuration: e.opts.LeaseDuration, RenewDeadline: e.opts.RenewDeadline, RetryPeriod: e.opts.RetryPeriod,
+	}
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			err := el.Run(ctx, func(tenure context.Context) {
+				e.setLead(tenure)
+				e.poke()
+				<-tenure.Done()
+				e.setLead(nil)
+				e.poke()
+			})
+			if err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Info("Rollout lease lost; following until it is free again", "rollout", e.cur.Name, "err", err)
+			}
+		}
+	}()
+	return done
+}
+
+func (e *engine) setLead(ctx context.Context) {
+	e.mu.Lock()
+	e.lead = ctx
+	e.mu.Unlock()
+}
+
+// leading returns the context of this driver's tenure of the rollout's
+// Lease, nil when it does not hold it (or follows, ReadOnly).
+func (e *engine) leading() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lead == nil || e.lead.Err() != nil {
+		return nil
+	}
+	return e.lead
 }
 
 // engine is one client driving one rollout.
@@ -137,21 +228,27 @@ type engine struct {
 	kick   chan struct{}
 	// wake is when a soak ends; zero when none.
 	wake time.Time
-	// assigned holds the nodes this client assigned.
+	// assigned holds the nodes this driver assigned, and marks the marks
+	// it wrote: the node cache may not show them yet.
 	assigned map[string]bool
+	marks    map[string]*Mark
+	// written is when this driver last wrote the rollout; reported the
+	// counts last passed to OnChange.
+	written  time.Time
+	reported Counts
 	// carriers holds the carrier detected for this run.
 	carriers carrierCache
 	// observations holds what each node's last seen version showed.
 	observations observations
-	// last is the rollout last reported in ReadOnly mode.
+	// last is the rollout last reported while following.
 	last *Rollout
-	// unqueued: the cluster's CRD cannot store a queue (checkQueued).
-	unqueued bool
 
-	// mu guards what the informers' handlers share with the loop: the
-	// resourceVersion the loop last wrote or read, whether the server
-	// holds a different one, and the last one the informer delivered.
+	// mu guards what the informers' handlers and the election share with
+	// the loop: the resourceVersion the loop last wrote or read, whether
+	// the server holds a different one, the last one the informer
+	// delivered, the tenure of the Lease, and the marks written.
 	mu    sync.Mutex
+	lead  context.Context
 	rv    string
 	stale bool
 	seen  string
@@ -356,6 +453,7 @@ func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
 		return false, err
 	}
 	e.wrote(got)
+	e.written = e.opts.Clock.Now()
 	return true, nil
 }
 

@@ -25,6 +25,9 @@ type Observed struct {
 	// Ready and Schedulable are the node's Ready condition and
 	// !spec.unschedulable.
 	Ready, Schedulable bool
+	// Mark is the node's mark (MarkAnnotation), of whichever rollout
+	// started it last; nil when none did.
+	Mark *Mark
 }
 
 // Available reports whether the node serves: Ready and schedulable.
@@ -36,6 +39,11 @@ func (o Observed) Available() bool { return o.Ready && o.Schedulable }
 // another pin is not assigned it: its agent judges other bytes.
 func Observe(node *corev1.Node, target *corev1.NodeConfigSource, pin *source.Pin) (Observed, error) {
 	o := Observed{Ready: IsReady(node), Schedulable: !node.Spec.Unschedulable}
+	mark, err := MarkOf(node)
+	if err != nil {
+		return o, err
+	}
+	o.Mark = mark
 	item, err := status.FromNode(node)
 	if err != nil {
 		return o, err
@@ -108,16 +116,16 @@ func IsReady(node *corev1.Node) bool {
 }
 
 // NextPhase is the phase of a node recorded as rec, now that it is observed
-// as o. A node never goes back to Waiting once started, and a finished node
-// stays finished: the rollout never starts a node twice.
+// as o. A node in progress is one the rollout started: its mark names the
+// rollout (record derives rec from it).
 //
 // A node in progress that holds neither its target nor the assignment it had
 // before the rollout (rec.Previous) was assigned another config by hand
 // while its apply ran: it fails, so that the rollout halts and names it
-// rather than wait forever for a target the node no longer has, or have a
-// resumed client assign over the operator's choice. A node that holds its
-// previous assignment is taken for one recorded but not assigned yet (a
-// client died in between): the next pass assigns it.
+// rather than wait forever for a target the node no longer has, or assign
+// over the operator's choice. A node that holds its previous assignment is
+// one marked but not assigned yet (it is being drained, or a driver died in
+// between): the driver assigns it.
 func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 	switch rec.Phase {
 	case Succeeded, Skipped, Failed:
@@ -126,26 +134,21 @@ func NextPhase(rec NodeStatus, o Observed) (Phase, string) {
 		switch {
 		case o.Error != "":
 			return Failed, o.Error
-		case o.Running && o.Ready:
+		case o.Running && o.Ready && !rec.Cordoned:
 			return Succeeded, ""
+		case o.Running && o.Ready:
+			return InProgress, "" // to uncordon (decide)
 		case !o.Assigned && !source.Equal(o.Holds, rec.Previous):
 			return Failed, changedOutside(o.Holds, rec.Previous)
 		}
 		return InProgress, ""
 	}
-	// Waiting: a node that already runs its target is skipped, unless the
-	// rollout queued it: a client started it before any client recorded it
-	// in progress, and it is done as a node in progress would be. One that
-	// is assigned its target (by hand, or by a client that died after
-	// assigning and before recording) holds a slot like any node in
-	// progress.
+	// Waiting: a node the rollout did not start that already runs its
+	// target is skipped. One that is assigned its target (by hand) holds a
+	// slot like any node in progress.
 	switch {
 	case o.Assigned && o.Error != "":
 		return Failed, o.Error
-	case rec.Queued && o.Running && o.Ready:
-		return Succeeded, ""
-	case rec.Queued && o.Assigned:
-		return InProgress, ""
 	case o.Running:
 		return Skipped, ""
 	case o.Assigned:
@@ -207,8 +210,10 @@ func observeNodes(r *Rollout, get func(name string) (*corev1.Node, error), obser
 
 // recordPhases returns a copy of r with each node's phase brought up to
 // date from what was observed of it (NextPhase), and whether any phase
-// changed. A node absent from observed does not exist: it is Skipped. now
-// stamps the phases that changed.
+// changed. A node's record is r's, when r holds one (a rollout whose status
+// was derived in this pass), else its mark's when the mark names r (record),
+// else Waiting. A node absent from observed does not exist: it is Skipped.
+// now stamps the phases that changed.
 func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime) (*Rollout, bool) {
 	r = r.DeepCopy()
 	if r.Status.Nodes == nil {
@@ -216,27 +221,22 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 	}
 	changed := false
 	for _, name := range r.Spec.Nodes {
-		rec := r.NodeStatus(name)
 		o, exists := observed[name]
+		rec, ok := r.Status.Nodes[name]
+		if !ok {
+			rec = record(r, o.Mark)
+		}
 		if !exists {
 			if !rec.Phase.Finished() && rec.Phase != Failed {
-				rec.Phase, rec.Error, rec.Finished, rec.Queued = Skipped, "node not found", &now, false
+				rec.Phase, rec.Error, rec.Finished = Skipped, "node not found", &now
 				r.Status.Nodes[name] = rec
 				changed = true
 			}
 			continue
 		}
 		phase, msg := NextPhase(rec, o)
-		if phase == rec.Phase && msg == rec.Error {
+		if ok && phase == rec.Phase && msg == rec.Error {
 			continue
-		}
-		if rec.Queued && phase != Waiting {
-			// A client started it from the queue: it is the rollout's,
-			// for undo too, whatever it came to.
-			rec.Queued = false
-			if rec.Started == nil {
-				rec.Started = &now
-			}
 		}
 		rec.Phase, rec.Error = phase, msg
 		switch phase {
@@ -245,10 +245,25 @@ func recordPhases(r *Rollout, observed map[string]Observed, now metav1.MicroTime
 				rec.Started = &now
 			}
 		case Succeeded, Skipped, Failed:
-			rec.Finished = &now
+			if rec.Finished == nil {
+				rec.Finished = &now
+			}
 		}
-		r.Status.Nodes[name] = rec
-		changed = true
+		if phase != Waiting || ok {
+			r.Status.Nodes[name] = rec
+			changed = true
+		}
 	}
 	return r, changed
+}
+
+// record is the record of a node whose mark is m: in progress, with the
+// assignment it held before, when m names r; else Waiting. NextPhase then
+// tells whether it is done.
+func record(r *Rollout, m *Mark) NodeStatus {
+	if !m.Owns(r) {
+		return NodeStatus{Phase: Waiting}
+	}
+	started := m.Started
+	return NodeStatus{Phase: InProgress, Previous: m.Previous, PreviousPin: m.PreviousPin, Cordoned: m.Cordoned, Marked: true, Started: &started}
 }

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
@@ -61,5 +64,122 @@ func TestObservationsDecodeOnlyChangedNodes(t *testing.T) {
 		if diff := cmp.Diff(s.want, got); diff != "" {
 			t.Errorf("%s: observed (-want +got):\n%s", s.name, diff)
 		}
+	}
+}
+
+// TestObserveReadsTheMark: Observe returns the node's mark, whichever
+// rollout wrote it; a mark that does not decode is an error.
+func TestObserveReadsTheMark(t *testing.T) {
+	marked := func(value string) *corev1.Node {
+		n := readyNode("n1", nil)
+		n.Annotations = map[string]string{MarkAnnotation: value}
+		return n
+	}
+	tests := map[string]struct {
+		node    *corev1.Node
+		want    Observed
+		wantErr bool
+	}{
+		"no mark": {node: readyNode("n1", nil), want: Observed{Ready: true, Schedulable: true}},
+		"a mark": {
+			node: marked(`{"rollout":"kube-system/r1","uid":"uid-r1","started":"2026-11-23T05:19:00.000000Z"}`),
+			want: Observed{Ready: true, Schedulable: true, Mark: markOf(nil, false)},
+		},
+		"a mark that does not decode": {node: marked("not json"), wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Observe(tc.node, cm("new"), nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want an error: %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRecordPhases: each node's record is derived from its mark: a node
+// whose mark names the rollout (by UID) is one it started, with the
+// assignment it held and whether it is cordoned; any other node is
+// Waiting, Skipped when it already runs the target or left the cluster.
+func TestRecordPhases(t *testing.T) {
+	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("new"), Nodes: fleetOf(6), MaxUnavailable: intstr.FromInt32(1)})
+	r.UID = r1UID
+	observed := map[string]Observed{
+		"n1": ours(running),
+		"n2": oursWith(applying, markOf(cm("old"), true)),
+		"n3": idle,
+		"n4": oursWith(applying, &Mark{Rollout: "kube-system/r1", UID: "uid-earlier"}),
+		"n5": running,
+		// n6 left the cluster.
+	}
+	got, changed := recordPhases(r, observed, metav1.NewMicroTime(t0))
+	if !changed {
+		t.Error("changed = false, want true")
+	}
+	want := map[string]NodeStatus{
+		"n1": {Phase: Succeeded, Marked: true},
+		"n2": {Phase: InProgress, Previous: cm("old"), Cordoned: true, Marked: true},
+		"n3": {Phase: Waiting},
+		"n4": {Phase: InProgress},
+		"n5": {Phase: Skipped},
+		"n6": {Phase: Skipped, Error: "node not found"},
+	}
+	gotNodes := map[string]NodeStatus{}
+	for _, n := range r.Spec.Nodes {
+		gotNodes[n] = got.NodeStatus(n)
+	}
+	if diff := cmp.Diff(want, gotNodes, cmpopts.IgnoreFields(NodeStatus{}, "Started", "Finished")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if s := got.NodeStatus("n2").Started; s == nil || !s.Time.Equal(startedAt.Time) {
+		t.Errorf("n2 started %v, want its mark's %v", s, startedAt)
+	}
+	if r.Status.Nodes != nil {
+		t.Errorf("recordPhases changed its argument: %v", r.Status.Nodes)
+	}
+	if diff := cmp.Diff(Counts{Waiting: 1, InProgress: 2, Updated: 1, Skipped: 2}, Count(got)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+
+	// Nothing to record: nothing changed.
+	if _, changed := recordPhases(r, map[string]Observed{"n1": idle, "n2": idle, "n3": idle, "n4": idle, "n5": idle, "n6": idle}, metav1.NewMicroTime(t0)); changed {
+		t.Error("idle nodes the rollout did not start: changed = true, want false")
+	}
+}
+
+// TestEngineObservesTheMarksItWrote: the node cache may not show a mark
+// this driver wrote yet; the engine's observation carries it meanwhile, so
+// the node counts against the budget from the moment it is marked. A mark
+// of the rollout the cache shows wins.
+func TestEngineObservesTheMarksItWrote(t *testing.T) {
+	r := New(source.DefaultNamespace, "r1", Spec{Config: cm("new"), Nodes: fleetOf(2), MaxUnavailable: intstr.FromInt32(1)})
+	r.UID = r1UID
+	written := markOf(nil, false)
+	shown := markOf(cm("old"), true)
+	tests := map[string]struct {
+		node *corev1.Node
+		want *Mark
+	}{
+		"the cache shows no mark":                {node: readyNode("n1", nil), want: written},
+		"the cache shows another rollout's mark": {node: withMark(t, readyNode("n1", nil), &Mark{Rollout: "kube-system/other", UID: "uid-other"}), want: written},
+		"the cache shows the rollout's mark":     {node: withMark(t, readyNode("n1", nil), shown), want: shown},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := &engine{cur: r, marks: map[string]*Mark{"n1": written}}
+			o, err := e.observe(tc.node, cm("new"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, o.Mark); diff != "" {
+				t.Errorf("mark (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

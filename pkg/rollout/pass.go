@@ -6,35 +6,48 @@ package rollout
 
 import (
 	"context"
-	"slices"
+	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
+
+// ErrLegacy means the rollout keeps each node's part in its own status, as
+// dkc did before the nodes carried it (Mark): this version does not drive
+// it.
+var ErrLegacy = errors.New("the rollout was started by an earlier dkc, which kept each node's progress in the rollout object")
 
 // pass looks at every node of the rollout once and acts on it: it reads
 // the rollout and its nodes, decides what to do (decide, which holds the
-// rules), and carries the decision out (execute). Read-only, it reports
-// each node's phase and acts on nothing.
+// rules), and carries the decision out (execute). Read-only, or while
+// another client holds the rollout's Lease, it reports each node's phase
+// and acts on nothing.
 func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err := e.refresh(ctx); err != nil {
 		return true, err
 	}
 	now := e.opts.Clock.Now()
-	observed, nodes, err := observeNodes(e.cur, e.getNode, e.observations.observe)
+	observed, nodes, err := observeNodes(e.cur, e.getNode, e.observe)
 	if err != nil {
 		return true, err
 	}
-	if e.opts.ReadOnly {
+	lead := e.leading()
+	if lead == nil {
 		r, _ := recordPhases(e.cur, observed, metav1.NewMicroTime(now))
 		r.Status.State = r.State()
 		return e.follow(r, observed)
 	}
-	if ok, err := e.takeState(ctx, observed, now); !ok || err != nil {
-		return err != nil, err
+	if len(e.cur.Status.LegacyNodes) > 0 && !e.cur.State().Terminal() {
+		return true, fmt.Errorf("rollout %q: %w: finish it with the dkc that started it, or abort it (kubectl dkc rollout abort %s) and start it again", e.cur.Name, ErrLegacy, e.cur.Name)
+	}
+	if ok, err := e.takeState(lead, observed, now); !ok || err != nil {
+		return e.unlessTenureEnded(lead, ctx, err != nil, err)
 	}
 	if e.cur.Status.State != Running {
 		if e.cur.Status.State == Done {
@@ -42,11 +55,36 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		}
 		return true, StateError(e.cur)
 	}
-	d, err := decide(e.cur, observed, nodes, e.assigned, !e.unqueued, now)
+	d, err := decide(e.cur, observed, nodes, e.assigned, now)
 	if err != nil {
 		return true, err
 	}
-	return e.execute(ctx, d, observed, nodes, now)
+	finished, err = e.execute(lead, d, observed, nodes, now)
+	return e.unlessTenureEnded(lead, ctx, finished, err)
+}
+
+// unlessTenureEnded returns what a pass that acted under the Lease's
+// tenure lead returned, unless the tenure ended meanwhile (and ctx did
+// not): what the pass did not finish is left to the next holder, and the
+// next pass follows.
+func (e *engine) unlessTenureEnded(lead, ctx context.Context, finished bool, err error) (bool, error) {
+	if lead.Err() != nil && ctx.Err() == nil {
+		e.poke()
+		return false, nil
+	}
+	return finished, err
+}
+
+// observe is Observe, from the cache of observations, with the mark this
+// driver wrote on a node when the node cache does not show it yet.
+func (e *engine) observe(node *corev1.Node, target *corev1.NodeConfigSource, pin *source.Pin) (Observed, error) {
+	o, err := e.observations.observe(node, target, pin)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m := e.marks[node.Name]; m != nil && !o.Mark.Owns(e.cur) {
+		o.Mark = m
+	}
+	return o, err
 }
 
 // getNode returns the node named name as the informer last saw it; nil
@@ -60,70 +98,48 @@ func (e *engine) getNode(name string) (*corev1.Node, error) {
 }
 
 // execute carries d out, in the order the invariants ask (docs/design/rollout.md,
-// "Invariants"): a Final rollout (halted, or done once its drained nodes
-// are uncordoned) is written and ends the pass; otherwise the nodes are
-// uncordoned, the dequeued nodes assigned (the rollout as read recorded
-// them), the rollout is written with every node it starts recorded
-// InProgress, and only then are the other nodes of d.Assign drained and
-// assigned. A write that loses to another client's ends the pass; the next
-// one decides again on fresh state.
-//
-// Phases that only follow the carrier (d.Recorded: Done, Skipped,
-// InProgress seen on a node someone else assigned) are written lazily,
-// with the next write that must happen: any client derives them again from
-// the nodes.
+// "Invariants"): the nodes that passed their gate are uncordoned; a Final
+// rollout (halted, or done) is written and ends the pass; otherwise the
+// rollout is written when its status changed in a way the nodes cannot
+// tell (d.Write), or when its counts changed and the last write is
+// Options.StatusInterval old; then the nodes of d.Assign are marked,
+// drained where they must be, and assigned. A write that loses to another
+// client's (a pause or abort) ends the pass; the next one decides again
+// on fresh state.
 func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Observed, nodes map[string]*corev1.Node, now time.Time) (bool, error) {
 	for _, name := range d.Uncordon {
-		if err := e.opts.Drainer.Uncordon(ctx, name); err != nil {
+		if err := e.uncordon(ctx, d.Rollout, name, nodes[name]); err != nil {
 			return true, err
 		}
 	}
+	r := d.Rollout
+	r.Status.Counts = Count(r)
 	if d.Final {
-		return e.finish(ctx, d.Rollout, observed)
+		return e.finish(ctx, r, observed)
 	}
 	e.wake = d.Wake
-	began := e.opts.Clock.Now()
-	var first, rest []string
-	for _, name := range d.Assign {
-		if slices.Contains(d.Dequeue, name) {
-			first = append(first, name)
-		} else {
-			rest = append(rest, name)
-		}
-	}
-	if len(first) > 0 && e.isStale() {
-		// Another client wrote the rollout since this pass read it: the
-		// operator may have paused or aborted it. Look again first.
-		e.poke()
-		return false, nil
-	}
-	if name, err := e.startNodes(ctx, d.Rollout, first, nodes); err != nil {
-		return e.halt(ctx, d.Rollout, name, err, now, observed)
-	}
-	dequeued := e.opts.Clock.Now()
-	if d.Write {
-		ok, err := e.write(ctx, d.Rollout)
+	if d.Write || (r.Status.Counts != e.cur.Status.Counts && e.opts.Clock.Since(e.written) >= e.opts.StatusInterval) {
+		ok, err := e.write(ctx, r)
 		if err != nil || !ok {
 			return err != nil, err
 		}
-		e.checkQueued(ctx, d.Queue)
-	} else if d.Recorded {
-		// Keep the lazy phases, with their times, for the next write; the
-		// resourceVersion stays the one read.
-		e.cur = d.Rollout
+		e.notify(r, observed)
+	} else if r.Status.Counts != e.reported {
+		e.notify(r, observed)
 	}
-	if d.Write || d.Recorded {
-		e.notify(d.Rollout, observed)
-	}
-
-	wrote := e.opts.Clock.Now()
-	name, err := e.startNodes(ctx, e.cur, rest, nodes)
+	began := e.opts.Clock.Now()
+	name, err := e.startNodes(ctx, r, d.Start, d.Assign, nodes)
 	if len(d.Assign) > 0 {
-		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", e.cur.Name, "nodes", len(d.Assign), "dequeued", len(first),
-			"decide", began.Sub(now), "dequeue", dequeued.Sub(began), "write", wrote.Sub(dequeued), "start", e.opts.Clock.Since(wrote))
+		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", r.Name, "nodes", len(d.Assign), "decide", began.Sub(now), "start", e.opts.Clock.Since(began))
 	}
 	if err != nil {
-		return e.halt(ctx, e.cur, name, err, now, observed)
+		if ctx.Err() != nil {
+			return false, nil // the tenure ended: no node failed
+		}
+		return e.halt(ctx, r, name, err, now, observed)
+	}
+	if len(d.Assign) > 0 {
+		e.poke() // count the nodes started against the budget again
 	}
 	return false, nil
 }
@@ -136,25 +152,23 @@ func (e *engine) halt(ctx context.Context, r *Rollout, node string, err error, n
 	rec.Phase, rec.Error, rec.Finished = Failed, err.Error(), &stamp
 	r.Status.Nodes[node] = rec
 	r.Status.State, r.Status.Reason = Halted, haltReason(node, rec.Error)
+	r.Status.Failures = []Failure{{Node: node, Error: rec.Error}}
+	r.Status.Counts = Count(r)
 	return e.finish(ctx, r, observed)
 }
 
 // takeState records the state the rollout's spec asks for (Rollout.State)
 // when its status does not show it yet: the operator paused, resumed or
-// aborted it, or no driver has looked at it. The same write records each
-// node's phase as observed, and the queued nodes this client assigned in
-// progress, so that a pause or abort that came while it assigned them
-// leaves them recorded. It reports false when another client wrote the
-// rollout first; the pass is then redone on fresh state.
+// aborted it, or no driver has looked at it. It reports false when another
+// client wrote the rollout first; the pass is then redone on fresh state.
 func (e *engine) takeState(ctx context.Context, observed map[string]Observed, now time.Time) (bool, error) {
 	want := e.cur.State()
 	if want == e.cur.Status.State {
 		return true, nil
 	}
-	stamp := metav1.NewMicroTime(now)
-	r, _ := recordPhases(e.cur, observed, stamp)
-	recordAssigned(r, e.assigned, stamp)
+	r, _ := recordPhases(e.cur, observed, metav1.NewMicroTime(now))
 	r.Status.State, r.Status.Reason = want, ""
+	r.Status.Counts = Count(r)
 	if want == Aborted {
 		r.Status.Reason = "aborted (spec.aborted)"
 		if e.cur.Status.State == Halted {
@@ -202,25 +216,14 @@ func (e *engine) finish(ctx context.Context, r *Rollout, observed map[string]Obs
 	if !ok {
 		return false, nil // lost a race: look again
 	}
+	e.cur.Status.Nodes = r.Status.Nodes
 	e.notify(e.cur, observed)
 	return true, StateError(e.cur)
 }
 
 func (e *engine) notify(r *Rollout, observed map[string]Observed) {
+	e.reported = r.Status.Counts
 	if e.opts.OnChange != nil {
 		e.opts.OnChange(r.DeepCopy(), observed)
 	}
-}
-
-// checkQueued turns the queue off for the rest of the run when the rollout
-// as written does not hold the nodes queued (d.Queue) that the write
-// asked for: the cluster's CRD predates the field, and the apiserver drops
-// it. Each pass would otherwise write the queue again, to no effect.
-func (e *engine) checkQueued(ctx context.Context, queued []string) {
-	if len(queued) == 0 || slices.ContainsFunc(queued, func(n string) bool { return e.cur.NodeStatus(n).Queued }) {
-		return
-	}
-	e.unqueued = true
-	klog.FromContext(ctx).Info("The cluster's NodeConfigRollout CRD drops status.nodes[].queued: starting each node after a write of the rollout, without a queue; apply deploy/crds.yaml to update it",
-		"rollout", e.cur.Name)
 }

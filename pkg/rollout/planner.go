@@ -423,10 +423,9 @@ var ErrNothingToUndo = errors.New("nothing to undo: the rollout started no node"
 // started goes back to its Previous assignment, in orig's order, with its
 // budget, canary, soak and drain options, under its previous pin (the
 // bytes it was assigned before; a node that held no pin gets none, and its
-// agent refuses until it is assigned again). The nodes orig queued go back
-// too: a client may have started one that no write of orig records in
-// progress yet (a pause or abort that came while it assigned it); the
-// others hold their Previous already, and the undo skips them.
+// agent refuses until it is assigned again). orig's node statuses are the
+// ones its nodes' marks give (Live): a node orig started is one whose mark
+// still names orig; one a later rollout started is that rollout's to undo.
 func undoSpec(orig *Rollout) (Spec, error) {
 	spec := Spec{
 		Targets:        map[string]*corev1.NodeConfigSource{},
@@ -445,13 +444,10 @@ func undoSpec(orig *Rollout) (Spec, error) {
 	started := 0
 	for _, n := range orig.Spec.Nodes {
 		ns := orig.NodeStatus(n)
-		switch {
-		case ns.Phase == Waiting && ns.Queued:
-		case ns.Phase == Waiting || ns.Phase == Skipped || ns.Started == nil:
+		if !ns.Marked {
 			continue
-		default:
-			started++
 		}
+		started++
 		spec.Nodes = append(spec.Nodes, n)
 		spec.Targets[n] = ns.Previous
 		if ns.PreviousPin != nil {

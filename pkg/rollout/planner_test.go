@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +56,14 @@ func TestPlan(t *testing.T) {
 		DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: time.Minute}, Force: true},
 	})
 	orig.Status.Nodes = map[string]NodeStatus{
-		"n1": {Phase: Succeeded, Previous: cm("pods"), PreviousPin: source.NewPin(cm("pods"), []byte("pods"), []string{"security"}), Started: &at},
-		"n2": {Phase: Failed, Started: &at}, // was on its local config
+		"n1": {Phase: Succeeded, Previous: cm("pods"), PreviousPin: source.NewPin(cm("pods"), []byte("pods"), []string{"security"}), Marked: true, Started: &at},
+		"n2": {Phase: Failed, Marked: true, Started: &at}, // was on its local config
 		"n3": {Phase: Skipped},
-		"n4": {Phase: InProgress, Previous: cm("older"), Started: &at},
-		"n5": {Phase: Waiting, Queued: true, Previous: cm("pods")}, // maybe started, not recorded so yet
+		"n4": {Phase: InProgress, Previous: cm("older"), Marked: true, Started: &at},
+		"n5": {Phase: InProgress, Previous: cm("pods"), Marked: true}, // marked, not assigned yet
+		"n6": {Phase: InProgress, Started: &at},                       // assigned by hand, not marked
 	}
+	orig.Spec.Nodes = append(orig.Spec.Nodes, "n6")
 	undo := Spec{
 		Targets:        Targets{"n1": cm("pods"), "n2": nil, "n4": cm("older"), "n5": cm("pods")},
 		TargetPins:     TargetPins{"n1": source.NewPin(cm("pods"), []byte("pods"), []string{"security"})},
@@ -73,7 +76,7 @@ func TestPlan(t *testing.T) {
 	// the undone rollout drained.
 	undo.Drain = []string{"n1", "n2"}
 	untouched := New(ns, "r2", Spec{Config: cm("new"), Nodes: []string{"n1"}})
-	untouched.Status.Nodes = map[string]NodeStatus{"n1": {Phase: Waiting, Queued: true}}
+	untouched.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress}} // assigned by hand
 
 	tests := map[string]struct {
 		req          Request
@@ -209,7 +212,7 @@ func TestPlan(t *testing.T) {
 			want:         New(ns, "bad", defaults("bad", "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: many\n", "n2")),
 			wantWarnings: []string{`config kube-system/bad does not decode (load kubelet config: maxPods: cannot decode string as int32): the agents will refuse it`},
 		},
-		"undo: every node started or queued goes back, under the undone rollout's strategy and drains": {
+		"undo: every node the rollout marked goes back, under the undone rollout's strategy and drains": {
 			req:   Request{Namespace: ns, Suffix: "x1y2z", UndoOf: orig},
 			facts: Facts{Nodes: []corev1.Node{node("n1", "static", "10.0.0.1")}, Configs: configs, Rollouts: []*Rollout{orig}},
 			want:  New(ns, "undo-r1-x1y2z", undo),
@@ -228,7 +231,7 @@ func TestPlan(t *testing.T) {
 			facts:   Facts{Rollouts: []*Rollout{orig, running("busy", "n4")}},
 			wantErr: `rollout "busy" is Running over node/n4: finish it (kubectl dkc rollout resume busy) or abort it (kubectl dkc rollout abort busy) first`,
 		},
-		"undo: a rollout that only queued a node started none": {
+		"undo: a rollout that marked no node started none": {
 			req:     Request{Namespace: ns, Name: "u", UndoOf: untouched},
 			wantErr: "nothing to undo: the rollout started no node",
 		},
@@ -256,5 +259,59 @@ func TestAllowedClasses(t *testing.T) {
 	})
 	if diff := cmp.Diff([]string{"redirect", "security"}, AllowedClasses(r)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestUndoTakesBackTheNodesTheRolloutMarked: an undo, planned from the
+// rollout's status as its nodes give it (Live), sends back the nodes whose
+// mark names the rollout, each to the assignment its mark recorded; not a
+// node another rollout marked since, one that ran the target already, one
+// assigned it by hand, or one never started.
+func TestUndoTakesBackTheNodesTheRolloutMarked(t *testing.T) {
+	orig := New(source.DefaultNamespace, "r1", Spec{Config: cm("new"), Nodes: fleetOf(6), MaxUnavailable: intstr.FromInt32(1)})
+	orig.UID = r1UID
+	oldPin := source.NewPin(cm("old"), []byte("old"), nil)
+	nodes := map[string]*corev1.Node{
+		// done, from old
+		"n1": withMark(t, runningOn(t, readyNode("n1", nil), cm("new")), &Mark{Rollout: "kube-system/r1", UID: r1UID, Previous: cm("old"), PreviousPin: oldPin}),
+		// marked, not assigned yet, from its local config
+		"n2": withMark(t, readyNode("n2", nil), markOf(nil, false)),
+		// started by r1, then by a later rollout: the later one's to undo
+		"n3": withMark(t, runningOn(t, readyNode("n3", nil), cm("later")), &Mark{Rollout: "kube-system/later", UID: "uid-later", Previous: cm("new")}),
+		// ran the target already
+		"n4": runningOn(t, readyNode("n4", nil), cm("new")),
+		// assigned the target by hand
+		"n5": withMark(t, readyNode("n5", nil), nil),
+		// never started
+		"n6": readyNode("n6", nil),
+	}
+	patched, err := source.PatchedNode(nodes["n5"], mustAssignPatch(t, cm("new")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes["n5"] = patched
+	live, _, _, err := Live(orig, func(name string) (*corev1.Node, error) { return nodes[name], nil }, metav1.NewMicroTime(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo, _, err := Plan(Request{Namespace: source.DefaultNamespace, Name: "u", UndoOf: live}, Facts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Spec{
+		Nodes:          []string{"n1", "n2"},
+		Targets:        Targets{"n1": cm("old"), "n2": nil},
+		TargetPins:     TargetPins{"n1": oldPin},
+		MaxUnavailable: intstr.FromInt32(1),
+		UndoOf:         "r1",
+	}
+	if diff := cmp.Diff(want, undo.Spec); diff != "" {
+		t.Errorf("undo (-want +got):\n%s", diff)
+	}
+
+	// Planned from the rollout as stored, without its nodes, it has
+	// nothing to undo.
+	if _, _, err := Plan(Request{Namespace: source.DefaultNamespace, Name: "u", UndoOf: orig}, Facts{}); !errors.Is(err, ErrNothingToUndo) {
+		t.Errorf("undo of the rollout as stored: %v, want ErrNothingToUndo", err)
 	}
 }

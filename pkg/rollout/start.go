@@ -1,8 +1,10 @@
-// Starting nodes: drain where the rollout must, then assign the target
-// through the carrier, on the condition that the Node still holds the
-// assignment the rollout recorded before it (assignOver). A write of the
-// rollout records the nodes queued or InProgress before any of them starts
-// (execute, in pass.go), so the budget holds however many start at once.
+// Starting nodes: mark the node (Mark) in the patch that assigns it its
+// target, or, for a node to drain, in the patch that cordons it, then drain
+// and assign; each patch is conditional on the Node still holding the
+// assignment the rollout recorded for it (assignOver). The driver holds the
+// rollout's Lease, and counts the nodes it marked against the budget
+// before the node cache shows them, so the budget holds however many start
+// at once.
 
 package rollout
 
@@ -10,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,16 +22,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// startNodes drains (where the rollout must) and assigns the nodes in
-// names, up to Options.Parallel at once, in their order, as r records
-// them. Every one of them is recorded InProgress or queued already, so the
-// budget holds however many run at once. On the first failure no further node is started; the ones under
-// way finish. startNodes returns the first node that failed and its error.
-func (e *engine) startNodes(ctx context.Context, r *Rollout, names []string, nodes map[string]*corev1.Node) (string, error) {
+// startNodes marks, drains (where the rollout must) and assigns the nodes
+// in names, up to Options.Parallel at once, in their order, as r records
+// them; fresh lists the ones this pass started, whose marks are still to
+// be written. On the first failure no further node is started; the ones
+// under way finish. startNodes returns the first node that failed and its
+// error.
+func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []string, nodes map[string]*corev1.Node) (string, error) {
 	if len(names) == 0 {
 		return "", nil
 	}
@@ -45,10 +50,10 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, names []string, nod
 				mu.Lock()
 				halted := firstErr != nil
 				mu.Unlock()
-				if halted {
+				if halted || ctx.Err() != nil {
 					continue
 				}
-				err := e.startNode(ctx, r, name, nodes[name])
+				err := e.startNode(ctx, r, name, slices.Contains(fresh, name), nodes[name])
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					failed, firstErr = name, err
@@ -67,24 +72,43 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, names []string, nod
 	}
 	close(next)
 	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	return failed, firstErr
 }
 
-// startNode drains node when the rollout must, then assigns it its target.
-// A failed drain uncordons the node again: nothing changed on it.
-func (e *engine) startNode(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
+// startNode marks the node named name when fresh, drains it when the
+// rollout must, then assigns it its target. A failed drain uncordons the
+// node again: nothing changed on it but its mark.
+func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh bool, node *corev1.Node) error {
 	rec := r.NodeStatus(name)
 	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", r.Name)
+	target, pin := r.Spec.Target(name)
+	var mark *Mark
+	if fresh {
+		mark = newMark(r, name, rec.Previous, rec.PreviousPin, rec.Cordoned, *rec.Started)
+		e.setMark(name, mark)
+	}
 	if rec.Cordoned {
+		if mark != nil {
+			if err := patchOver(ctx, e.client, name, node, rec.Previous, func(node *corev1.Node) ([]byte, error) {
+				return markPatchAt(nil, mark, ptr.To(true), node.ResourceVersion)
+			}); err != nil {
+				e.setMark(name, nil)
+				return fmt.Errorf("cordon node %q: %w", name, err)
+			}
+			mark = nil
+		}
 		logger.V(2).Info("Draining node")
 		if err := e.opts.Drainer.Drain(ctx, name); err != nil {
-			if uerr := e.opts.Drainer.Uncordon(ctx, name); uerr != nil {
+			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
 				logger.Error(uerr, "Uncordon after a failed drain")
 			}
 			return err
 		}
+		node = nil // the drain changed it: read it again
 	}
-	target, pin := r.Spec.Target(name)
 	carrier := source.Annotation
 	if target != nil {
 		c, err := e.carriers.get(ctx, e.client, name, node)
@@ -94,51 +118,116 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, node *c
 		carrier = c
 	}
 	logger.V(2).Info("Assigning node", "target", DescribeTarget(target), "carrier", carrier)
-	if rec.Cordoned {
-		node = nil // the drain changed it: read it again
+	err := patchOver(ctx, e.client, name, node, rec.Previous, func(node *corev1.Node) ([]byte, error) {
+		if source.Holds(node, target, pin) {
+			return nil, nil // another driver assigned it
+		}
+		patch, err := source.AssignPatchAt(carrier, target, pin, node.ResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		return markPatch(patch, mark, nil)
+	})
+	if err != nil && mark != nil {
+		e.setMark(name, nil)
 	}
-	return assignOver(ctx, e.client, name, node, carrier, target, pin, rec.Previous)
+	return err
+}
+
+// setMark records mark (nil: none) as written on node by this driver.
+func (e *engine) setMark(node string, mark *Mark) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if mark == nil {
+		delete(e.marks, node)
+		return
+	}
+	e.marks[node] = mark
+}
+
+// uncordon makes the node named name, which r drained, schedulable again,
+// and clears Cordoned in its mark, in one patch. node is the Node as last
+// seen; nil: read it.
+func (e *engine) uncordon(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
+	if node == nil {
+		n, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("uncordon node %q: %w", name, err)
+		}
+		node = n
+	}
+	mark, err := MarkOf(node)
+	if err != nil {
+		return fmt.Errorf("uncordon node %q: %w", name, err)
+	}
+	e.mu.Lock()
+	if m := e.marks[name]; !mark.Owns(r) && m != nil {
+		mark = m
+	}
+	e.mu.Unlock()
+	if mark.Owns(r) {
+		m := *mark
+		m.Cordoned = false
+		mark = &m
+	} else {
+		mark = nil
+	}
+	patch, err := markPatch(nil, mark, ptr.To(false))
+	if err != nil {
+		return err
+	}
+	if _, err := e.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager}); err != nil {
+		return fmt.Errorf("uncordon node %q: %w", name, err)
+	}
+	if mark != nil {
+		e.setMark(name, mark)
+	}
+	return nil
 }
 
 // assignRetry bounds assignOver's attempts on a Node that keeps changing.
 var assignRetry = retry.DefaultRetry
 
-// assignOver assigns the node named name its target through carrier,
-// provided it still holds previous, the assignment the rollout recorded for
-// it when it started it. The patch is conditional on the resourceVersion of
-// the Node as last seen (node, from the informer; nil: read it first), and
-// on a conflict the Node is read again (retry.RetryOnConflict). A node that
-// then holds its target was assigned by another client driving the
-// rollout; one that holds anything else was assigned outside the rollout
-// meanwhile (during its drain, say): it is left as it is, and its error,
-// the one NextPhase gives such a node, halts the rollout.
-func assignOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, carrier source.Carrier, target *corev1.NodeConfigSource, pin *source.Pin, previous *corev1.NodeConfigSource) error {
+// patchOver patches the node named name with what patch returns for the
+// Node's resourceVersion, provided it still holds previous, the assignment
+// the rollout recorded for it when it started it; a patch of nil sends
+// nothing. The patch is conditional on the resourceVersion of the Node as
+// last seen (node, from the informer; nil: read it first), and on a
+// conflict the Node is read again (retry.RetryOnConflict). A node that
+// holds anything else was assigned outside the rollout meanwhile (during
+// its drain, say): it is left as it is, and its error, the one NextPhase
+// gives such a node, halts the rollout.
+func patchOver(ctx context.Context, client kubernetes.Interface, name string, node *corev1.Node, previous *corev1.NodeConfigSource, patch func(node *corev1.Node) ([]byte, error)) error {
 	err := retry.RetryOnConflict(assignRetry, func() error {
 		if node == nil {
 			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return fmt.Errorf("assign node %q: %w", name, err)
+				return fmt.Errorf("patch node %q: %w", name, err)
 			}
 			node = n
 		}
+		p, err := patch(node)
+		if err != nil || p == nil {
+			return err
+		}
 		holds, _, err := source.Assigned(node)
 		if err != nil {
-			return fmt.Errorf("assign node %q: %w", name, err)
+			return fmt.Errorf("patch node %q: %w", name, err)
 		}
-		switch {
-		case source.Holds(node, target, pin):
-			return nil // another client driving the rollout assigned it
-		case !source.Equal(holds, previous):
+		if !source.Equal(holds, previous) {
 			return errors.New(changedOutside(holds, previous))
 		}
-		err = assignVia(ctx, client, name, carrier, target, pin, node.ResourceVersion)
+		_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{FieldManager: source.FieldManager})
 		if apierrors.IsConflict(err) {
 			node = nil
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("patch node %q: %w", name, err)
+		}
+		return nil
 	})
 	if apierrors.IsConflict(err) {
-		return fmt.Errorf("assign node %q: the Node changed under each of %d attempts", name, assignRetry.Steps)
+		return fmt.Errorf("patch node %q: the Node changed under each of %d attempts", name, assignRetry.Steps)
 	}
 	return err
 }
@@ -178,18 +267,4 @@ func (c *carrierCache) get(ctx context.Context, client kubernetes.Interface, nam
 	}
 	c.byNative[native] = carrier
 	return carrier, nil
-}
-
-// assignVia sets node's assignment to target pinned by pin through
-// carrier, on the Node at resourceVersion rv only (any version when rv is
-// empty); the error wraps the apiserver's Conflict otherwise.
-func assignVia(ctx context.Context, client kubernetes.Interface, node string, carrier source.Carrier, target *corev1.NodeConfigSource, pin *source.Pin, rv string) error {
-	patch, err := source.AssignPatchAt(carrier, target, pin, rv)
-	if err != nil {
-		return fmt.Errorf("assign node %q: %w", node, err)
-	}
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager}); err != nil {
-		return fmt.Errorf("assign node %q: %w", node, err)
-	}
-	return nil
 }

@@ -14,11 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -143,7 +141,7 @@ func TestRunStartsNoNodeAfterAFailure(t *testing.T) {
 	if !errors.Is(err, ErrHalted) {
 		t.Fatalf("Run: %v, want halted", err)
 	}
-	if want := `node/n1: assign node "n1": boom`; r.Status.State != Halted || r.Status.Reason != want {
+	if want := `node/n1: patch node "n1": boom`; r.Status.State != Halted || r.Status.Reason != want {
 		t.Errorf("state %s %q, want Halted %q", r.Status.State, r.Status.Reason, want)
 	}
 	client.mu.Lock()
@@ -233,23 +231,40 @@ func TestFactsReaderAsksForAMissingConfigMapOnce(t *testing.T) {
 	}
 }
 
-// TestAssignOver: the rollout's assignment is conditional on the Node it
-// last saw. A Node that changed otherwise is read again and assigned; one
-// assigned another config meanwhile (by hand, during its drain) is left as
-// it is, with the error that halts the rollout.
-func TestAssignOver(t *testing.T) {
+// assignNew is the patch startNode sends to assign a node the target new,
+// unpinned: nothing when the node holds it already, else the assignment
+// conditional on the Node's resourceVersion, with mark.
+func assignNew(mark *Mark) func(node *corev1.Node) ([]byte, error) {
+	return func(node *corev1.Node) ([]byte, error) {
+		if source.Holds(node, cm("new"), nil) {
+			return nil, nil
+		}
+		patch, err := source.AssignPatchAt(source.Annotation, cm("new"), nil, node.ResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		return markPatch(patch, mark, nil)
+	}
+}
+
+// TestPatchOver: the rollout's patch of a node is conditional on the Node
+// it last saw. A Node that changed otherwise is read again and patched;
+// one assigned another config meanwhile (by hand, during its drain) is
+// left as it is, unmarked, with the error that halts the rollout.
+func TestPatchOver(t *testing.T) {
 	ctx := context.Background()
 	tests := map[string]struct {
 		change   func(*corev1.Node) // on the server, after the cache read
 		wantErr  string
 		wantHeld *corev1.NodeConfigSource
+		wantMark bool
 	}{
-		"unchanged": {wantHeld: cm("new")},
+		"unchanged": {wantHeld: cm("new"), wantMark: true},
 		"changed otherwise (a label)": {
 			change:   func(n *corev1.Node) { n.Labels = map[string]string{"x": "y"} },
-			wantHeld: cm("new"),
+			wantHeld: cm("new"), wantMark: true,
 		},
-		"assigned its target meanwhile (another client of the rollout)": {
+		"assigned its target meanwhile (another driver of the rollout)": {
 			change: func(n *corev1.Node) {
 				n.Annotations[source.AssignedAnnotation] = `{"configMap":{"namespace":"kube-system","name":"new","kubeletConfigKey":"kubelet"}}`
 			},
@@ -289,9 +304,7 @@ func TestAssignOver(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old"), nil, ""); err != nil {
-				t.Fatal(err)
-			}
+			assign(ctx, t, client, names[0], cm("old"))
 			cached, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -308,13 +321,9 @@ func TestAssignOver(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err = assignOver(ctx, client, names[0], cached, source.Annotation, cm("new"), nil, cm("old"))
-			gotErr := ""
-			if err != nil {
-				gotErr = err.Error()
-			}
-			if gotErr != tc.wantErr {
-				t.Errorf("error %q, want %q", gotErr, tc.wantErr)
+			err = patchOver(ctx, client, names[0], cached, cm("old"), assignNew(markOf(cm("old"), false)))
+			if got := errString(err); got != tc.wantErr {
+				t.Errorf("error %q, want %q", got, tc.wantErr)
 			}
 			node, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
 			if err != nil {
@@ -323,15 +332,18 @@ func TestAssignOver(t *testing.T) {
 			if held, _, _ := source.Assigned(node); !source.Equal(held, tc.wantHeld) {
 				t.Errorf("node holds %s, want %s", DescribeTarget(held), DescribeTarget(tc.wantHeld))
 			}
+			if m, _ := MarkOf(node); (m != nil) != tc.wantMark {
+				t.Errorf("node marked %+v, want a mark: %v", m, tc.wantMark)
+			}
 		})
 	}
 }
 
-// TestAssignOverRetriesConflicts: a Conflict on the assignment's patch
+// TestPatchOverRetriesConflicts: a Conflict on the assignment's patch
 // reads the Node again and patches again, up to retry.DefaultRetry's
 // attempts; a Node that conflicts on every one of them is an error that
 // says so, and nothing is assigned.
-func TestAssignOverRetriesConflicts(t *testing.T) {
+func TestPatchOverRetriesConflicts(t *testing.T) {
 	ctx := context.Background()
 	tests := map[string]struct {
 		conflicts   int // patches answered with a Conflict before the apiserver's answer
@@ -344,7 +356,7 @@ func TestAssignOverRetriesConflicts(t *testing.T) {
 		"one conflict": {conflicts: 1, wantPatches: 2, wantGets: 1, wantHeld: cm("new")},
 		"a conflict on every attempt": {
 			conflicts:   100,
-			wantErr:     `assign node "n1": the Node changed under each of 5 attempts`,
+			wantErr:     `patch node "n1": the Node changed under each of 5 attempts`,
 			wantPatches: 5,
 			wantGets:    4,
 			wantHeld:    cm("old"),
@@ -353,9 +365,7 @@ func TestAssignOverRetriesConflicts(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			client, names := newFleet(t, 1)
-			if err := assignVia(ctx, client, names[0], source.Annotation, cm("old"), nil, ""); err != nil {
-				t.Fatal(err)
-			}
+			assign(ctx, t, client, names[0], cm("old"))
 			cached, err := client.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -372,7 +382,7 @@ func TestAssignOverRetriesConflicts(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			err = assignOver(ctx, client, names[0], cached, source.Annotation, cm("new"), nil, cm("old"))
+			err = patchOver(ctx, client, names[0], cached, cm("old"), assignNew(nil))
 			if got := errString(err); got != tc.wantErr {
 				t.Errorf("error %q, want %q", got, tc.wantErr)
 			}
@@ -387,122 +397,5 @@ func TestAssignOverRetriesConflicts(t *testing.T) {
 				t.Errorf("node holds %s, want %s", DescribeTarget(held), DescribeTarget(tc.wantHeld))
 			}
 		})
-	}
-}
-
-// TestRunAssignsQueuedNodesBeforeItWritesTheRollout: with a budget of 4 (a
-// queue of 1) over 12 nodes, every node is recorded, queued or in
-// progress, with what it held, by a write sent before its assignment; a
-// queued node is assigned when a slot frees, before the write that records
-// it in progress; and the budget holds.
-func TestRunAssignsQueuedNodesBeforeItWritesTheRollout(t *testing.T) {
-	fleet, names := newFleet(t, 12)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	agents := newAgents(fleet, 20*time.Millisecond)
-	agents.run(ctx, t)
-	store := startRollout(t, fleet, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(4)})
-
-	var (
-		mu sync.Mutex
-		// recorded and inProgress hold the nodes that a write sent so
-		// far recorded queued or in progress, and in progress.
-		recorded, inProgress = map[string]bool{}, map[string]bool{}
-		unrecorded, dequeued []string
-	)
-	store.Client.(*dynamicfake.FakeDynamicClient).PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		r, err := Decode(a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured))
-		if err != nil {
-			t.Error(err)
-			return false, nil, nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for n, ns := range r.Status.Nodes {
-			recorded[n] = recorded[n] || ns.Queued || ns.Phase != Waiting
-			inProgress[n] = inProgress[n] || ns.Phase != Waiting
-		}
-		return false, nil, nil
-	})
-	client := &patchCounter{Interface: fleet, assigning: func(n string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !recorded[n] {
-			unrecorded = append(unrecorded, n)
-		}
-		if !inProgress[n] {
-			dequeued = append(dequeued, n)
-		}
-	}}
-
-	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if r.Status.State != Done {
-		t.Errorf("state %s, want Done", r.Status.State)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(unrecorded) > 0 {
-		t.Errorf("nodes assigned before any write recorded them: %v", unrecorded)
-	}
-	if len(dequeued) == 0 {
-		t.Error("no node was assigned from the queue: every assignment waited for the write that recorded it in progress")
-	}
-	agents.checkBudgetAndOnce(t, names, 4)
-	for _, n := range names {
-		if rec := r.NodeStatus(n); rec.Phase != Succeeded || rec.Started == nil || rec.Queued {
-			t.Errorf("node %s: %+v, want Done, with its start", n, rec)
-		}
-	}
-}
-
-// TestRunWithoutAQueueWhereTheCRDDropsIt: on a cluster whose CRD predates
-// status.nodes[].queued, the apiserver drops the field. The engine then
-// starts each node after a write, as without a queue, rather than write
-// the queue again on every pass.
-func TestRunWithoutAQueueWhereTheCRDDropsIt(t *testing.T) {
-	fleet, names := newFleet(t, 40)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	agents := newAgents(fleet, 10*time.Millisecond)
-	agents.run(ctx, t)
-	store := startRollout(t, fleet, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(8)})
-	var (
-		mu sync.Mutex
-		// asked counts the writes that asked for a queue.
-		asked int
-	)
-	store.Client.(*dynamicfake.FakeDynamicClient).PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured).Object
-		nodes, _, _ := unstructured.NestedMap(obj, "status", "nodes")
-		queued := false
-		for _, ns := range nodes {
-			_, q := ns.(map[string]any)["queued"]
-			queued = queued || q
-			delete(ns.(map[string]any), "queued")
-		}
-		if queued {
-			_ = unstructured.SetNestedMap(obj, nodes, "status", "nodes")
-			mu.Lock()
-			asked++
-			mu.Unlock()
-		}
-		return false, nil, nil
-	})
-
-	r, err := Run(ctx, fleet, store, "r1", Options{Resync: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if r.Status.State != Done {
-		t.Errorf("state %s, want Done", r.Status.State)
-	}
-	agents.checkBudgetAndOnce(t, names, 8)
-	mu.Lock()
-	defer mu.Unlock()
-	if asked != 1 {
-		t.Errorf("%d writes asked for a queue, want 1: the one that found the CRD drops it", asked)
 	}
 }

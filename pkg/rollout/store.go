@@ -97,6 +97,7 @@ func (s *Store) Create(ctx context.Context, r *Rollout, dryRun bool) (*Rollout, 
 	r = r.DeepCopy()
 	r.Namespace = s.Namespace
 	r.ResourceVersion = ""
+	r.Status.Nodes = nil // the nodes carry their part
 	u, err := Encode(r)
 	if err != nil {
 		return nil, err
@@ -171,6 +172,7 @@ func (s *Store) Latest(ctx context.Context) (*Rollout, error) {
 func (s *Store) UpdateStatus(ctx context.Context, r *Rollout) (*Rollout, error) {
 	r = r.DeepCopy()
 	r.Status.LastUpdate = metav1.Now()
+	r.Status.Nodes = nil // the nodes carry their part
 	u, err := Encode(r)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@
 package rollout
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -147,7 +149,9 @@ type DrainSpec struct {
 	DeleteEmptyDirData bool            `json:"deleteEmptyDirData,omitempty"`
 }
 
-// Status is how far the rollout got.
+// Status is how far the rollout got. Its size does not depend on the
+// number of nodes: each node's part is on the node (Mark), and the status
+// counts them.
 type Status struct {
 	// State is where the rollout stands, as its driver last wrote it;
 	// empty until a driver first looked at it. Rollout.State is what it
@@ -161,18 +165,47 @@ type Status struct {
 	// SoakSince is when the nodes before the next wave were last seen all
 	// done and healthy; the next wave starts Soak after it.
 	SoakSince *metav1.Time `json:"soakSince,omitempty"`
-	// Nodes holds each node's phase. A node absent here is Waiting.
-	Nodes map[string]NodeStatus `json:"nodes,omitempty"`
+	// Counts counts the rollout's nodes by phase, as its driver last
+	// wrote them.
+	Counts Counts `json:"counts"`
+	// Failures lists the nodes that failed, up to MaxFailures of them.
+	Failures []Failure `json:"failures,omitempty"`
 	// LastUpdate is when a client last wrote the rollout.
 	LastUpdate metav1.Time `json:"lastUpdate"`
+
+	// Nodes holds each node's phase, as derived from the nodes (Live),
+	// for the CLI's view (rollout status -o json); the store never writes
+	// it. A node absent here is Waiting.
+	Nodes map[string]NodeStatus `json:"liveNodes,omitempty"`
+	// LegacyNodes is status.nodes as an earlier dkc stored it, each
+	// node's part in the rollout object; no driver of this version takes
+	// such a rollout over (ErrLegacy).
+	LegacyNodes json.RawMessage `json:"nodes,omitempty"`
+}
+
+// Counts counts a rollout's nodes by phase.
+type Counts struct {
+	Waiting    int `json:"waiting"`
+	InProgress int `json:"inProgress"`
+	Updated    int `json:"updated"`
+	Skipped    int `json:"skipped"`
+	Failed     int `json:"failed"`
+}
+
+// MaxFailures bounds Status.Failures.
+const MaxFailures = 10
+
+// Failure is a node that failed, with its error.
+type Failure struct {
+	Node  string `json:"node"`
+	Error string `json:"error"`
 }
 
 // NodeStatus is one node's part in the rollout.
 type NodeStatus struct {
 	Phase Phase `json:"phase"`
 	// Previous is the assignment the node had before the rollout started
-	// it, which undo goes back to; nil means its local config. The object
-	// stores it once for all the nodes that had it (wire.go).
+	// it, which undo goes back to; nil means its local config.
 	Previous *corev1.NodeConfigSource `json:"previous,omitempty"`
 	// PreviousPin is Previous's pin.
 	PreviousPin *source.Pin `json:"previousPin,omitempty"`
@@ -181,13 +214,31 @@ type NodeStatus struct {
 	// Cordoned: the rollout cordoned the node to drain it and has not
 	// uncordoned it yet.
 	Cordoned bool `json:"cordoned,omitempty"`
-	// Queued: the node is Waiting and recorded, with Previous and
-	// PreviousPin, as one of the next to start, so that a client starts
-	// it when a slot frees without writing the rollout first (Queue).
-	Queued bool `json:"queued,omitempty"`
+	// Marked: the node's mark names the rollout, which started it.
+	Marked bool `json:"marked,omitempty"`
 	// Started and Finished bound the node's apply, as the rollout saw it.
 	Started  *metav1.MicroTime `json:"started,omitempty"`
 	Finished *metav1.MicroTime `json:"finished,omitempty"`
+}
+
+// Count counts r's nodes by phase, from Status.Nodes.
+func Count(r *Rollout) Counts {
+	var c Counts
+	for _, n := range r.Spec.Nodes {
+		switch r.NodeStatus(n).Phase {
+		case InProgress:
+			c.InProgress++
+		case Succeeded:
+			c.Updated++
+		case Skipped:
+			c.Skipped++
+		case Failed:
+			c.Failed++
+		default:
+			c.Waiting++
+		}
+	}
+	return c
 }
 
 // Target is the config node must end on, with its pin; nil means its local
@@ -273,6 +324,8 @@ func (in *Rollout) DeepCopyInto(out *Rollout) {
 	if in.Status.SoakSince != nil {
 		out.Status.SoakSince = in.Status.SoakSince.DeepCopy()
 	}
+	out.Status.Failures = append([]Failure(nil), in.Status.Failures...)
+	out.Status.LegacyNodes = append(json.RawMessage(nil), in.Status.LegacyNodes...)
 	if in.Status.Nodes != nil {
 		out.Status.Nodes = make(map[string]NodeStatus, len(in.Status.Nodes))
 		for k, v := range in.Status.Nodes {

@@ -213,16 +213,16 @@ func TestDecideOutsideWindow(t *testing.T) {
 			in:   decideInput{spec: budget2, status: Status{Reason: outside}},
 			want: Decision{Rollout: &Rollout{Status: Status{State: Running, Reason: outside}}, Wake: opens},
 		},
-		"a node already started finishes, and a node recorded but not assigned is assigned": {
+		"a node already started finishes, and a node marked but not assigned is assigned": {
 			in: decideInput{spec: budget2,
-				status:   Status{Reason: outside, Nodes: map[string]NodeStatus{"n1": {Phase: InProgress}, "n2": {Phase: InProgress}}},
-				observed: map[string]Observed{"n1": running}},
-			want: Decision{Rollout: &Rollout{Status: Status{State: Running, Reason: outside}}, Recorded: true, Assign: []string{"n2"}, Wake: opens},
+				status:   Status{Reason: outside},
+				observed: map[string]Observed{"n1": ours(applying), "n2": ours(idle)}},
+			want: Decision{Rollout: &Rollout{Status: Status{State: Running, Reason: outside}}, Assign: []string{"n2"}, Wake: opens},
 		},
 		"a soak that ends first wakes the driver first": {
 			in: decideInput{spec: Spec{Canary: 1, MaxUnavailable: intstr.FromInt32(2), Soak: metav1.Duration{Duration: time.Minute}, Windows: window},
-				status:   Status{Reason: outside, Nodes: map[string]NodeStatus{"n1": {Phase: Succeeded}}},
-				observed: map[string]Observed{"n1": running}},
+				status:   Status{Reason: outside},
+				observed: map[string]Observed{"n1": ours(running)}},
 			want: Decision{Rollout: &Rollout{Status: Status{State: Running, Reason: outside, SoakSince: &metav1.Time{Time: t0}}}, Write: true, Wake: t0.Add(time.Minute)},
 		},
 		"once the window opens, nodes start and the reason is cleared": {
@@ -231,8 +231,8 @@ func TestDecideOutsideWindow(t *testing.T) {
 		},
 		"a rollout whose nodes are all done is done outside a window": {
 			in: decideInput{spec: Spec{Nodes: fleetOf(1), MaxUnavailable: intstr.FromInt32(1), Windows: window},
-				status: Status{Reason: outside}, observed: map[string]Observed{"n1": running}},
-			want: Decision{Rollout: &Rollout{Status: Status{State: Done}}, Recorded: true, Final: true},
+				status: Status{Reason: outside}, observed: map[string]Observed{"n1": ours(running)}},
+			want: Decision{Rollout: &Rollout{Status: Status{State: Done}}, Final: true},
 		},
 	}
 	for name, tc := range tests {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
@@ -226,6 +227,27 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 		if err := patchAs(c.Client, pinPatch(""), false); err != nil {
 			t.Fatalf("operator removing %s: %v", pinAnnotation, err)
+		}
+	})
+
+	t.Run("the node credential and the agent cannot write the rollout mark", func(t *testing.T) {
+		// What undo sends a node back to is what a driver recorded: a node
+		// that could forge its mark could choose its own undo.
+		mark := []byte(`{"metadata":{"annotations":{"` + rollout.MarkAnnotation + `":"{\"rollout\":\"kube-system/x\",\"uid\":\"u\",\"started\":null}"}}}`)
+		for _, sub := range []string{"", "status"} {
+			var subs []string
+			if sub != "" {
+				subs = []string{sub}
+			}
+			if err := patchAs(nodeClient, mark, true, subs...); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "only a rollout's driver may mark a node") {
+				t.Errorf("node writing %s (subresource %q, dry run): err %v, want Forbidden by the policy", rollout.MarkAnnotation, sub, err)
+			}
+		}
+		if err := patchAs(agentClient, mark, true, "status"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), rollout.MarkAnnotation) {
+			t.Errorf("agent writing %s through nodes/status (dry run): err %v, want Forbidden naming it", rollout.MarkAnnotation, err)
+		}
+		if err := patchAs(c.Client, mark, true); err != nil {
+			t.Errorf("operator writing %s (dry run): %v, want allowed", rollout.MarkAnnotation, err)
 		}
 	})
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -343,6 +344,23 @@ func TestAuthority(t *testing.T) {
 		}
 		if err := ctl.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 			t.Errorf("the controller deleting the Node: err %v, want Forbidden", err)
+		}
+		// Its Leases: its own and the rollouts', no other of kube-system.
+		create := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		for name, allowed := range map[string]bool{
+			"kube-scheduler":                  false,
+			"kube-controller-manager":         false,
+			"kubectl-dkc-controller":          true,
+			rollout.LeaseName("some-rollout"): true,
+		} {
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+			_, err := ctl.CoordinationV1().Leases("kube-system").Create(ctx, lease, create)
+			switch {
+			case allowed && err != nil && !apierrors.IsAlreadyExists(err):
+				t.Errorf("the controller creating Lease %s (dry run): %v, want it allowed", name, err)
+			case !allowed:
+				forbidden(t, "the controller creating Lease "+name, err, "the dkc controller may not write Lease")
+			}
 		}
 	})
 

@@ -145,7 +145,7 @@ func TestRolloutDrivers(t *testing.T) {
 		if ro.Status.State != rollout.Done {
 			t.Fatalf("state %s, want Done", ro.Status.State)
 		}
-		windows := applyWindows(t, ro, names)
+		windows := applyWindows(t, ro, names, time.Now())
 		if windows[0].node != names[0] {
 			t.Errorf("first node %s, want the canary %s", windows[0].node, names[0])
 		}

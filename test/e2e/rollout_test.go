@@ -67,7 +67,7 @@ func TestRollout(t *testing.T) {
 		if ro.Status.State != rollout.Done {
 			t.Fatalf("state %s, want Done", ro.Status.State)
 		}
-		windows := applyWindows(t, ro, names)
+		windows := applyWindows(t, ro, names, time.Now())
 		for _, n := range names {
 			eventuallyStatus(t, c, n, 10*time.Second, Active("ro-a"), NoError())
 		}
@@ -420,26 +420,34 @@ func rolloutObject(t *testing.T, c *framework.Cluster, name string) *rollout.Rol
 	return &r
 }
 
-// applyWindow is one node's apply in a rollout, from the moment the rollout
-// recorded it in progress to the moment it saw it active and Ready.
+// applyWindow is one node's turn in a rollout with a budget of one, from
+// the moment the rollout started it (its mark) to the moment it started the
+// next node, or the rollout's end for the last one: the node's restart and
+// health gate must fall inside it, and no other node's.
 type applyWindow struct {
 	node       string
 	start, end time.Time
 }
 
-// applyWindows returns the apply windows of nodes in rollout ro, in the order
-// they started. Every node must be Done.
-func applyWindows(t *testing.T, ro *rollout.Rollout, nodes []string) []applyWindow {
+// applyWindows returns the turns of nodes in rollout ro, which ended at end,
+// in the order they started. Every node must be Done.
+func applyWindows(t *testing.T, ro *rollout.Rollout, nodes []string, end time.Time) []applyWindow {
 	t.Helper()
 	var windows []applyWindow
 	for _, n := range nodes {
 		ns := ro.NodeStatus(n)
-		if ns.Phase != rollout.Succeeded || ns.Started == nil || ns.Finished == nil {
-			t.Fatalf("node %s: %+v, want Done with both times", n, ns)
+		if ns.Phase != rollout.Succeeded || ns.Started == nil {
+			t.Fatalf("node %s: %+v, want Done with its start", n, ns)
 		}
-		windows = append(windows, applyWindow{n, ns.Started.Time, ns.Finished.Time})
+		windows = append(windows, applyWindow{node: n, start: ns.Started.Time})
 	}
 	sort.Slice(windows, func(i, j int) bool { return windows[i].start.Before(windows[j].start) })
+	for i := range windows {
+		windows[i].end = end
+		if i+1 < len(windows) {
+			windows[i].end = windows[i+1].start
+		}
+	}
 	return windows
 }
 

@@ -71,6 +71,7 @@ var Policies = []string{
 	"kubectl-dkc-controller-nodes",
 	"kubectl-dkc-pool-namespace",
 	"kubectl-dkc-startup-taint",
+	"kubectl-dkc-controller-leases",
 }
 
 // Labels of dkc's workloads in deploy/.

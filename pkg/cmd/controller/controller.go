@@ -25,6 +25,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
+	"github.com/kubectl-dkc/dkc/pkg/lease"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 )
@@ -168,9 +169,13 @@ func (o *Options) Run(ctx context.Context) error {
 		Store: &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
 		Pools: &pool.Store{Client: o.Dynamic, Namespace: o.Namespace},
 		Log:   o.ErrOut,
+		// Each rollout's Lease names this replica and keeps the timings of
+		// the controller's.
+		Options: rollout.Options{Identity: o.Identity,
+			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod},
 	}
-	e := &controller.Election{
-		Client: o.Lease, Namespace: o.Namespace, Identity: o.Identity,
+	e := &lease.Election{
+		Client: o.Lease, Namespace: o.Namespace, Name: controller.LeaseName, Identity: o.Identity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 	}
 	// A controller that stopped while it leads must not keep the lease:

@@ -203,12 +203,7 @@ func rolloutTable(wide bool) func(runtime.Object) (*metav1.Table, error) {
 		t := table.New(columns...)
 		for i := range list.Items {
 			r := &list.Items[i]
-			done := 0
-			for _, n := range r.Spec.Nodes {
-				if r.NodeStatus(n).Phase.Finished() {
-					done++
-				}
-			}
+			done := r.Status.Counts.Updated + r.Status.Counts.Skipped
 			cells := []any{r.Name, string(r.State()), table.OrNone(r.Labels[pool.Label]), table.OrNone(r.Labels[pool.RevisionLabel]),
 				rollout.DescribeTarget(r.Spec.Config), len(r.Spec.Nodes), done, duration.HumanDuration(time.Since(r.CreationTimestamp.Time))}
 			if wide {

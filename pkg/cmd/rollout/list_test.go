@@ -28,7 +28,7 @@ func listed(name, config string, age time.Duration, labels map[string]string, no
 	r.Labels = labels
 	r.CreationTimestamp = metav1.NewTime(time.Now().Add(-age))
 	r.Status.State = rollout.Running
-	r.Status.Nodes = map[string]rollout.NodeStatus{nodes[0]: {Phase: rollout.Succeeded}}
+	r.Status.Counts = rollout.Counts{Updated: 1, Waiting: len(nodes) - 1}
 	return r
 }
 

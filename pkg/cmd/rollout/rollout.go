@@ -65,6 +65,31 @@ const (
 	clientBurst = 100
 )
 
+// The rate limit of the reads of kubelets (/flagz, /configz) through the
+// apiserver's node proxy that rollout start makes of every node before it
+// starts one: at clientQPS they alone took 20 s over a thousand nodes.
+// They go through a client of their own, so that they leave the rollout's
+// own budget of requests alone.
+const (
+	kubeletReadQPS   = 200
+	kubeletReadBurst = 400
+)
+
+// newKubeletReader returns a clientset for reading kubelets through the
+// apiserver's node proxy, with its own rate limit (kubeletReadQPS), unless
+// the kubeconfig sets one.
+func newKubeletReader(f genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = kubeletReadQPS, kubeletReadBurst
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
 // newClients returns a clientset and the rollout store of namespace, with
 // the rollout commands' rate limit.
 func newClients(f genericclioptions.RESTClientGetter, namespace string) (kubernetes.Interface, *rollout.Store, error) {

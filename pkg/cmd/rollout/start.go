@@ -64,7 +64,10 @@ type StartOptions struct {
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
 	Client     kubernetes.Interface
-	Store      *rollout.Store
+	// Kubelets reads kubelets through the node proxy (newKubeletReader);
+	// Client when nil.
+	Kubelets kubernetes.Interface
+	Store    *rollout.Store
 	genericiooptions.IOStreams
 }
 
@@ -140,8 +143,19 @@ func (o *StartOptions) Complete(f genericclioptions.RESTClientGetter, cmd *cobra
 	if o.Printer, err = util.ToPrinter(o.PrintFlags, o.DryRun, "started"); err != nil {
 		return err
 	}
-	o.Client, o.Store, err = newClients(f, o.Namespace)
+	if o.Client, o.Store, err = newClients(f, o.Namespace); err != nil {
+		return err
+	}
+	o.Kubelets, err = newKubeletReader(f)
 	return err
+}
+
+// kubelets is the client that reads kubelets.
+func (o *StartOptions) kubelets() kubernetes.Interface {
+	if o.Kubelets != nil {
+		return o.Kubelets
+	}
+	return o.Client
 }
 
 // Validate checks the flags.
@@ -242,18 +256,18 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := flagz.CheckNodes(ctx, o.Client, nodes, payload); err != nil {
+	if err := flagz.CheckNodes(ctx, o.kubelets(), nodes, payload); err != nil {
 		return fmt.Errorf("start rollout of configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	if target != nil && o.DryRun != util.DryRunNone {
-		util.ReportOptIns(ctx, o.Client, nodes, payload, allow, o.ErrOut)
+		util.ReportOptIns(ctx, o.kubelets(), nodes, payload, allow, o.ErrOut)
 	}
 	store := o.Store
 	others, err := store.List(ctx)
 	if err != nil {
 		return err
 	}
-	facts, err := factsReader(o.Client, o.ErrOut).Read(ctx, nodes, payload, nil)
+	facts, err := factsReader(o.kubelets(), o.ErrOut).Read(ctx, nodes, payload, nil)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -83,11 +84,16 @@ func TestStartRefusesBeforeWriting(t *testing.T) {
 // TestUndoRefusesBeforeAborting checks that undo asks for the classes of
 // the pins it gives back, and refuses before it aborts the rollout.
 func TestUndoRefusesBeforeAborting(t *testing.T) {
-	at := metav1.NowMicro()
 	orig := rollout.New("kube-system", "r1", rollout.Spec{Config: cm("b"), Nodes: []string{"n1", "n2"}, MaxUnavailable: intstr.FromInt32(1)})
-	orig.Status = rollout.Status{State: rollout.Running, Nodes: map[string]rollout.NodeStatus{
-		"n1": {Phase: rollout.Succeeded, Previous: cm("a"), PreviousPin: source.NewPin(cm("a"), []byte("a"), []string{"security"}), Started: &at, Finished: &at},
-	}}
+	orig.UID = "uid-r1"
+	orig.Status = rollout.Status{State: rollout.Running}
+	// n1 carries r1's mark: r1 started it, over cm a pinned with security.
+	mark, err := json.Marshal(rollout.Mark{Rollout: "kube-system/r1", UID: orig.UID, Previous: cm("a"),
+		PreviousPin: source.NewPin(cm("a"), []byte("a"), []string{"security"}), Started: metav1.NowMicro()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{rollout.MarkAnnotation: string(mark)}}}
 	for name, tc := range map[string]struct {
 		mayUse  []string
 		wantErr string
@@ -97,7 +103,7 @@ func TestUndoRefusesBeforeAborting(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := fake.NewClientset()
+			client := fake.NewClientset(n1)
 			asked := utiltest.Authorize(client, utiltest.MayUse(tc.mayUse...))
 			store := rollouttest.NewStore(t, "kube-system", orig)
 			o := NewUndoOptions(genericiooptions.NewTestIOStreamsDiscard())

@@ -221,7 +221,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 // orig, the configs they run and go back to, and the other rollouts; its
 // warnings go to errOut.
 func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout, errOut io.Writer) (*rollout.Rollout, error) {
-	req := rollout.Request{Namespace: o.Namespace, Suffix: utilrand.String(5), UndoOf: orig}
+	req := rollout.Request{Namespace: o.Namespace, Suffix: utilrand.String(5)}
 	if o.MaxUnavailable != "" {
 		v, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
 		req.MaxUnavailable = &v
@@ -234,11 +234,19 @@ func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout, errOut io
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	var nodes []corev1.Node
-	for _, n := range list.Items {
+	byName := map[string]*corev1.Node{}
+	for i, n := range list.Items {
 		if slices.Contains(orig.Spec.Nodes, n.Name) {
 			nodes = append(nodes, n)
+			byName[n.Name] = &list.Items[i]
 		}
 	}
+	// Which nodes orig started, and what each ran before, is on the nodes.
+	orig, _, _, err = rollout.Live(orig, func(name string) (*corev1.Node, error) { return byName[name], nil }, metav1.NowMicro())
+	if err != nil {
+		return nil, err
+	}
+	req.UndoOf = orig
 	var targets []*corev1.NodeConfigSource
 	for _, n := range orig.Spec.Nodes {
 		if prev := orig.NodeStatus(n).Previous; prev != nil && !slices.ContainsFunc(targets, func(t *corev1.NodeConfigSource) bool { return source.Equal(t, prev) }) {
