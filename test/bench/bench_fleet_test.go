@@ -318,10 +318,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 		if p, err := enginePasses(ctl.LogPath); err != nil {
 			b.Errorf("the controller's passes: %v", err)
 		} else {
-			q, w, s := summarize(p.dequeue), summarize(p.write), summarize(p.start)
-			fmt.Fprintf(&sb, "controller passes that started nodes %d (%.1f nodes each, %d of the %d nodes queued before): assigning the queued median %s, p90 %s, max %s; write of the rollout median %s, p90 %s, max %s; assigning the others median %s, p90 %s, max %s\n",
-				len(p.write), float64(p.nodes)/float64(max(len(p.write), 1)), p.dequeued, p.nodes,
-				ms(q.median), ms(q.p90), ms(q.max), ms(w.median), ms(w.p90), ms(w.max), ms(s.median), ms(s.p90), ms(s.max))
+			d, s := summarize(p.decide), summarize(p.start)
+			fmt.Fprintf(&sb, "controller passes that started nodes %d (%.1f nodes each): deciding median %s, p90 %s, max %s; marking and assigning median %s, p90 %s, max %s\n",
+				len(p.start), float64(p.nodes)/float64(max(len(p.start), 1)),
+				ms(d.median), ms(d.p90), ms(d.max), ms(s.median), ms(s.p90), ms(s.max))
 		}
 		b.ReportMetric(mib(peakRSS(ctl.PID())), "controller-peak-rss-MiB")
 		b.ReportMetric(ctlCPU.Seconds(), "controller-cpu-s")
@@ -760,16 +760,14 @@ func fleetStoreDir(b *testing.B) string {
 }
 
 // passes is what the engine logged of its passes that started nodes
-// ("Started nodes", at -v=4): how many nodes they started, how many of
-// those it had queued, and how long each took to assign the queued ones,
-// to write the rollout (zero for a pass that did not) and to assign the
-// others.
+// ("Started nodes", at -v=4): how many nodes they started, and how long
+// each took to decide and to mark and assign them.
 type passes struct {
-	nodes, dequeued       int
-	dequeue, write, start []time.Duration
+	nodes         int
+	decide, start []time.Duration
 }
 
-var startedNodes = regexp.MustCompile(`"Started nodes" .*nodes=(\d+) dequeued=(\d+) decide="[^"]*" dequeue="([^"]*)" write="([^"]*)" start="([^"]*)"`)
+var startedNodes = regexp.MustCompile(`"Started nodes" .*nodes=(\d+) decide="([^"]*)" start="([^"]*)"`)
 
 // enginePasses reads the passes from a controller's log.
 func enginePasses(path string) (passes, error) {
@@ -780,19 +778,17 @@ func enginePasses(path string) (passes, error) {
 	}
 	for _, m := range startedNodes.FindAllStringSubmatch(string(log), -1) {
 		n, _ := strconv.Atoi(m[1])
-		q, _ := strconv.Atoi(m[2])
-		var d [3]time.Duration
-		for i, what := range []string{"dequeue", "write", "start"} {
+		var d [2]time.Duration
+		for i, what := range []string{"decide", "start"} {
 			var err error
-			if d[i], err = time.ParseDuration(m[3+i]); err != nil {
-				return p, fmt.Errorf("%s %q: %w", what, m[3+i], err)
+			if d[i], err = time.ParseDuration(m[2+i]); err != nil {
+				return p, fmt.Errorf("%s %q: %w", what, m[2+i], err)
 			}
 		}
 		p.nodes += n
-		p.dequeued += q
-		p.dequeue, p.write, p.start = append(p.dequeue, d[0]), append(p.write, d[1]), append(p.start, d[2])
+		p.decide, p.start = append(p.decide, d[0]), append(p.start, d[1])
 	}
-	if len(p.write) == 0 {
+	if len(p.start) == 0 {
 		return p, fmt.Errorf("no \"Started nodes\" line in %s", path)
 	}
 	return p, nil
