@@ -5,6 +5,8 @@ package rollout
 
 import (
 	"time"
+	// Zones load on nodes and in images without /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 )
