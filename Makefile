@@ -155,6 +155,10 @@ docs: ## Regenerate the docs made from the code: docs/reference.md, and docs/sec
 	go test ./cmd -run '^TestReferenceDocs$$' -count=1 -update
 	go test ./pkg/kubeletconfig -run '^TestFieldClassDocs$$' -count=1 -update
 
+.PHONY: generate
+generate: ## Regenerate what is made from the API types of pkg/apis: zz_generated.deepcopy.go and deploy/crds.yaml (unit fails when they are stale)
+	go run ./hack/generate
+
 .PHONY: e2e
 # What the e2e tests run: the binaries and images make builds.
 E2E_ENV = DKC_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc DKC_AGENT_BINARY=$(CURDIR)/$(BIN)/kubectl-dkc-agent \

@@ -13,10 +13,10 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
-	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // configError is a config that cannot be applied, with the status error
@@ -29,19 +29,19 @@ type configError struct {
 func (e *configError) Error() string { return e.msg }
 
 func loadError(err error) *configError {
-	return &configError{reason: ReasonRefused, msg: status.LoadError + ": " + strings.TrimPrefix(err.Error(), kubeletconfig.ErrLoad.Error()+": ")}
+	return &configError{reason: ReasonRefused, msg: v1alpha1.LoadError + ": " + strings.TrimPrefix(err.Error(), kubeletconfig.ErrLoad.Error()+": ")}
 }
 
 func validateError(detail string) *configError {
-	return &configError{reason: ReasonRefused, msg: status.ValidateError + ": " + detail}
+	return &configError{reason: ReasonRefused, msg: v1alpha1.ValidateError + ": " + detail}
 }
 
 func downloadError(detail string) *configError {
-	return &configError{reason: ReasonFailed, msg: status.SyncErrorPrefix + status.DownloadError + ": " + detail}
+	return &configError{reason: ReasonFailed, msg: v1alpha1.SyncErrorPrefix + v1alpha1.DownloadError + ": " + detail}
 }
 
 func internalError(err error) *configError {
-	return &configError{reason: ReasonFailed, msg: status.SyncErrorPrefix + status.InternalError + ": " + err.Error()}
+	return &configError{reason: ReasonFailed, msg: v1alpha1.SyncErrorPrefix + v1alpha1.InternalError + ": " + err.Error()}
 }
 
 // check decodes and validates payload in the writer's mode, previews the
@@ -80,7 +80,7 @@ func (a *Agent) check(ctx context.Context, payload []byte, current []byte, allow
 	}
 	cfg, _, err := kubeletconfig.Decode(effective, kubeletconfig.DecodeOptions{})
 	if err != nil {
-		return &configError{reason: ReasonRefused, msg: status.LoadError + ": effective config: " + strings.TrimPrefix(err.Error(), kubeletconfig.ErrLoad.Error()+": ")}
+		return &configError{reason: ReasonRefused, msg: v1alpha1.LoadError + ": effective config: " + strings.TrimPrefix(err.Error(), kubeletconfig.ErrLoad.Error()+": ")}
 	}
 	if err := kubeletconfig.Validate(cfg); err != nil {
 		return validateError(strings.TrimPrefix(err.Error(), kubeletconfig.ErrValidate.Error()+": "))

@@ -7,9 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/source"
-	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // step is what a sync does to the node, as decide chose it.
@@ -116,9 +116,9 @@ func decide(o *observed) decision {
 	st := o.st
 	switch {
 	case o.assignErr != nil:
-		msg := status.SyncErrorPrefix + o.assignErr.Error()
+		msg := v1alpha1.SyncErrorPrefix + o.assignErr.Error()
 		if !errors.Is(o.assignErr, source.ErrAllNilSubfields) {
-			msg = status.SyncErrorPrefix + status.InternalError + ": " + o.assignErr.Error()
+			msg = v1alpha1.SyncErrorPrefix + v1alpha1.InternalError + ": " + o.assignErr.Error()
 		}
 		return decision{step: stepReport, report: failedReport(o, st.Assigned, &configError{reason: ReasonFailed, msg: msg})}
 	case o.assigned == nil:
@@ -140,7 +140,7 @@ func decide(o *observed) decision {
 	var d decision
 	switch {
 	case o.pinErr != nil:
-		msg := status.SyncErrorPrefix + status.InternalError + ": " + o.pinErr.Error()
+		msg := v1alpha1.SyncErrorPrefix + v1alpha1.InternalError + ": " + o.pinErr.Error()
 		d = decision{step: stepReport, report: failedReport(o, want, &configError{reason: ReasonFailed, msg: msg})}
 	case o.refused != nil:
 		// Refused before, and neither the ConfigMap nor the pin changed.

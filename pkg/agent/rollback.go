@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/source"
-	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // rollback records why want failed and puts the kubelet back on the
@@ -30,7 +30,7 @@ func (a *Agent) rollback(ctx context.Context, c source.Carrier, want *corev1.Nod
 	if err != nil {
 		return outcome{err: err}
 	}
-	st.Error = fmt.Sprintf("%s: kubelet failed the health gate on %s, rolled back to %s: %v", status.ValidateError, describe(want), describe(st.LastKnownGood), cause)
+	st.Error = fmt.Sprintf("%s: kubelet failed the health gate on %s, rolled back to %s: %v", v1alpha1.ValidateError, describe(want), describe(st.LastKnownGood), cause)
 	st.ErrorSource, st.Baseline = want, nil
 	klog.FromContext(ctx).Info("Rolling back to the last-known-good config", "lastKnownGood", describe(st.LastKnownGood), "err", cause)
 	if err := a.setState(st); err != nil {

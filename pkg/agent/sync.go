@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/source"
-	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // errNotSynced means the assigned ConfigMap's informer has not listed yet;
@@ -189,7 +189,7 @@ func (a *Agent) failureReport(o *observed, err error) *report {
 		return nil
 	}
 	assigned := o.as.src
-	msg := status.SyncErrorPrefix + status.InternalError + ": " + err.Error()
+	msg := v1alpha1.SyncErrorPrefix + v1alpha1.InternalError + ": " + err.Error()
 	if e := st.AssignedError(); e != "" && source.Equal(st.Assigned, assigned) {
 		msg = e + "; " + msg
 	}

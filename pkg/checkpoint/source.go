@@ -12,7 +12,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile"
 
-	"github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 )
 
 var (
@@ -75,7 +75,7 @@ func checkpointRef(src *corev1.NodeConfigSource) (*corev1.ConfigMapNodeConfigSou
 	ref := src.ConfigMap
 	if ref == nil {
 		// Upstream's status string, kept verbatim for operators' runbooks.
-		return nil, fmt.Errorf("%w: %s", ErrInvalidSource, status.AllNilSubfieldsError)
+		return nil, fmt.Errorf("%w: %s", ErrInvalidSource, v1alpha1.AllNilSubfieldsError)
 	}
 	if ref.UID == "" {
 		return nil, fmt.Errorf("%w: configMap %s/%s: uid is required", ErrInvalidSource, ref.Namespace, ref.Name)

@@ -15,9 +15,9 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
-	"github.com/kubectl-dkc/dkc/pkg/status"
 )
 
 // maxConflictNames bounds status.conflictingNodes.
@@ -373,7 +373,7 @@ func own(r *rollout.Rollout, p *Pool, rev int64) *rollout.Rollout {
 	r.Labels = map[string]string{Label: p.Name, RevisionLabel: strconv.FormatInt(rev, 10)}
 	r.Annotations = map[string]string{GenerationAnnotation: strconv.FormatInt(p.Generation, 10)}
 	r.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: status.SchemeGroupVersion.String(), Kind: Kind, Name: p.Name, UID: p.UID, Controller: ptr.To(true),
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: Kind, Name: p.Name, UID: p.UID, Controller: ptr.To(true),
 	}}
 	return r
 }

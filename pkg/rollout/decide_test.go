@@ -187,7 +187,7 @@ func TestDecide(t *testing.T) {
 		"a failed node halts before any node starts": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(3)},
 				observed: map[string]Observed{"n1": ours(rolledBack)}},
-			want:      Decision{Rollout: halted(Failure{"n1", "rolled back"}), Final: true},
+			want:      Decision{Rollout: halted(Failure{Node: "n1", Error: "rolled back"}), Final: true},
 			wantNodes: map[string]NodeStatus{"n1": {Phase: Failed, Error: "rolled back", Marked: true}, "n2": {Phase: Waiting}},
 		},
 		"the failures listed are the first MaxFailures nodes in rollout order": {
@@ -198,19 +198,19 @@ func TestDecide(t *testing.T) {
 		"a node assigned the target by hand that fails halts the rollout too": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(3)},
 				observed: map[string]Observed{"n4": rolledBack}},
-			want:      Decision{Rollout: halted(Failure{"n4", "rolled back"}), Final: true},
+			want:      Decision{Rollout: halted(Failure{Node: "n4", Error: "rolled back"}), Final: true},
 			wantNodes: map[string]NodeStatus{"n4": {Phase: Failed, Error: "rolled back"}},
 		},
 		"a failed node halts before a drained node that passed its gate is uncordoned": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2), Drain: []string{"n1"}},
 				observed: map[string]Observed{"n1": oursWith(Observed{Assigned: true, Running: true, Ready: true}, markOf(nil, true)), "n2": ours(rolledBack)}},
-			want:      Decision{Rollout: halted(Failure{"n2", "rolled back"}), Final: true},
+			want:      Decision{Rollout: halted(Failure{Node: "n2", Error: "rolled back"}), Final: true},
 			wantNodes: map[string]NodeStatus{"n1": {Phase: InProgress, Cordoned: true, Marked: true}},
 		},
 		"a node assigned by hand outside the rollout while in progress halts it": {
 			in: decideInput{
 				observed: map[string]Observed{"n1": ours(Observed{Holds: cm("other"), Ready: true, Schedulable: true})}},
-			want: Decision{Rollout: halted(Failure{"n1", changedOutside(cm("other"), nil)}), Final: true},
+			want: Decision{Rollout: halted(Failure{Node: "n1", Error: changedOutside(cm("other"), nil)}), Final: true},
 		},
 		"a drained node that passed its gate is uncordoned, and holds its slot until its mark says so": {
 			in: decideInput{spec: Spec{Canary: 1, MaxUnavailable: intstr.FromInt32(1), Drain: []string{"n1"}},
@@ -268,7 +268,7 @@ func TestDecide(t *testing.T) {
 		"a node done that is assigned something else by hand while the rollout runs halts it": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2)},
 				observed: map[string]Observed{"n1": ours(Observed{Holds: cm("other"), Ready: true, Schedulable: true}), "n2": ours(running)}},
-			want: Decision{Rollout: halted(Failure{"n1", changedOutside(cm("other"), nil)}), Final: true},
+			want: Decision{Rollout: halted(Failure{Node: "n1", Error: changedOutside(cm("other"), nil)}), Final: true},
 		},
 		"NotReady nodes the rollout did not start count against the budget": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2)},

@@ -18,13 +18,20 @@ import (
 type Pin struct {
 	// Namespace, Name and KubeletConfigKey name the reference the pin was
 	// made for. A pin that names another reference pins nothing.
-	Namespace        string `json:"namespace"`
-	Name             string `json:"name"`
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=253
 	KubeletConfigKey string `json:"kubeletConfigKey"`
 	// Digest is the sha256 of the payload, as Digest returns it.
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
 	Digest string `json:"digest"`
 	// AllowUnsafe lists the safety classes (kubeletconfig.SafetyClass) the
 	// assigner allows the payload to change, sorted.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
 	AllowUnsafe []string `json:"allowUnsafe,omitempty"`
 }
 

@@ -8,16 +8,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // SchemeGroupVersion is the group and version of the objects `kubectl dkc
-// status -o json|yaml` prints. The group is dkc's annotation prefix without
-// its slash; the objects are never served by an apiserver, so the version
-// only marks their shape.
-var SchemeGroupVersion = schema.GroupVersion{Group: "kubectl-dkc.io", Version: "v1alpha1"}
+// status -o json|yaml` prints: the API's (v1alpha1.SchemeGroupVersion). The
+// objects are never served by an apiserver, so the version only marks their
+// shape.
+var SchemeGroupVersion = v1alpha1.SchemeGroupVersion
 
 // Kind is the kind of a NodeConfig.
 const Kind = "NodeConfig"

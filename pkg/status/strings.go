@@ -1,17 +1,14 @@
 package status
 
-import "github.com/kubectl-dkc/dkc/pkg/source"
+import "github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 
-// Upstream's status error strings. Operators' runbooks match on them, so dkc
-// keeps them verbatim; it may append detail after them but never drops them.
+// Upstream's status error strings (v1alpha1.LoadError and the others), which
+// the CLI's view matches.
 const (
-	LoadError     = "failed to load config, see Kubelet log for details"
-	ValidateError = "failed to validate config, see Kubelet log for details"
-	// AllNilSubfieldsError lives in pkg/source, which validates sources and
-	// cannot import this package.
-	AllNilSubfieldsError = source.AllNilSubfieldsError
-	DownloadError        = "failed to download config, see Kubelet log for details"
-	InternalError        = "internal failure, see Kubelet log for details"
-	// SyncErrorPrefix prefixes errors that come from the sync loop.
-	SyncErrorPrefix = "failed to sync: "
+	LoadError            = v1alpha1.LoadError
+	ValidateError        = v1alpha1.ValidateError
+	AllNilSubfieldsError = v1alpha1.AllNilSubfieldsError
+	DownloadError        = v1alpha1.DownloadError
+	InternalError        = v1alpha1.InternalError
+	SyncErrorPrefix      = v1alpha1.SyncErrorPrefix
 )

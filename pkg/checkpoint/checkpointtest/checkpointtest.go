@@ -24,7 +24,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-dkc/dkc/pkg/status"
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 )
 
 // Names under <dir>/store: upstream's, then dkc's.
@@ -266,7 +266,7 @@ func decode(data []byte) (*corev1.NodeConfigSource, error) {
 		return nil, fmt.Errorf("kind %q apiVersion %q, want %s %s", obj.Kind, obj.APIVersion, serializedKind, gv)
 	}
 	if obj.Source.ConfigMap == nil {
-		return nil, errors.New(status.AllNilSubfieldsError)
+		return nil, errors.New(v1alpha1.AllNilSubfieldsError)
 	}
 	return &obj.Source, nil
 }

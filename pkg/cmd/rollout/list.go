@@ -17,12 +17,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/usage"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
-	"github.com/kubectl-dkc/dkc/pkg/status"
 	"github.com/kubectl-dkc/dkc/pkg/table"
 )
 
@@ -179,7 +179,7 @@ func (o *ListOptions) list(ctx context.Context) (*rollout.RolloutList, error) {
 		return nil, err
 	}
 	list := &rollout.RolloutList{}
-	list.Kind, list.APIVersion = rollout.Kind+"List", status.SchemeGroupVersion.String()
+	list.Kind, list.APIVersion = rollout.Kind+"List", v1alpha1.SchemeGroupVersion.String()
 	for _, r := range all {
 		if o.selector == nil || o.selector.Matches(labels.Set(r.Labels)) {
 			list.Items = append(list.Items, *r)

@@ -2,7 +2,7 @@
 // go back to the same assignment, so the object lists each one once with
 // the nodes that get it.
 
-package rollout
+package v1alpha1
 
 import (
 	"encoding/json"
@@ -20,15 +20,44 @@ import (
 type Targets map[string]*corev1.NodeConfigSource
 
 // TargetPins are the pins of Targets (Spec.TargetPins), stored as groups
-// too: [{"pin": ..., "nodes": [...]}].
+// too: [{"nodes": [...], "pin": ...}].
 type TargetPins map[string]*source.Pin
 
+// TargetGroup is the stored form of one group of Targets: the schema of
+// deploy/crds.yaml, where Targets are a list of them.
+type TargetGroup struct {
+	// Config is the nodes' config; null means their local config.
+	// +optional
+	// +nullable
+	Config *corev1.NodeConfigSource `json:"config"`
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=5000
+	// +kubebuilder:validation:items:MaxLength=253
+	Nodes []string `json:"nodes"`
+}
+
+// PinGroup is the stored form of one group of TargetPins: the schema of
+// deploy/crds.yaml, where TargetPins are a list of them.
+type PinGroup struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=5000
+	// +kubebuilder:validation:items:MaxLength=253
+	Nodes []string    `json:"nodes"`
+	Pin   *source.Pin `json:"pin"`
+}
+
+// MarshalJSON stores t as groups.
 func (t Targets) MarshalJSON() ([]byte, error) { return marshalGroups(t, "config") }
+
+// UnmarshalJSON reads t from groups.
 func (t *Targets) UnmarshalJSON(data []byte) error {
 	return unmarshalGroups((*map[string]*corev1.NodeConfigSource)(t), data, "config")
 }
 
+// MarshalJSON stores p as groups.
 func (p TargetPins) MarshalJSON() ([]byte, error) { return marshalGroups(p, "pin") }
+
+// UnmarshalJSON reads p from groups.
 func (p *TargetPins) UnmarshalJSON(data []byte) error {
 	return unmarshalGroups((*map[string]*source.Pin)(p), data, "pin")
 }
