@@ -297,6 +297,9 @@ func (e *engine) startInformers(ctx context.Context) error {
 			o.LabelSelector = selector
 		}))
 		nodeInformer := nf.Core().V1().Nodes()
+		if err := nodeInformer.Informer().SetTransform(SlimNode); err != nil {
+			return fmt.Errorf("watch nodes: %w", err)
+		}
 		if _, err := nodeInformer.Informer().AddEventHandler(handler); err != nil {
 			return fmt.Errorf("watch nodes: %w", err)
 		}

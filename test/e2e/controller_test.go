@@ -113,7 +113,8 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 		for i := range rollout.MaxFailures {
 			created.Status.Failures = append(created.Status.Failures, rollout.Failure{Node: fmt.Sprintf("ip-10-0-0-%d.eu-central-1.compute.internal", i), Error: long})
 		}
-		if _, err := store.UpdateStatus(ctx, created); err != nil {
+		updated, err := store.UpdateStatus(ctx, created)
+		if err != nil {
 			t.Fatal(err)
 		}
 		u, err := dyn.Resource(rollout.Resource).Namespace("kube-system").Get(ctx, "fleet", metav1.GetOptions{})
@@ -131,8 +132,8 @@ func TestNodeConfigRolloutAPI(t *testing.T) {
 		if len(data) > 16<<10 {
 			t.Errorf("the stored rollout is %d bytes; want at most 16 KiB, whatever the number of nodes", len(data))
 		}
-		created.Status.Reason = long + "x"
-		if _, err := store.UpdateStatus(ctx, created); err == nil || !strings.Contains(err.Error(), "Too long") {
+		updated.Status.Reason = long + "x"
+		if _, err := store.UpdateStatus(ctx, updated); err == nil || !strings.Contains(err.Error(), "Too long") {
 			t.Errorf("a reason over %d bytes: %v, want it refused as too long", v1alpha1.MaxMessageBytes, err)
 		}
 		if _, err := dyn.Resource(rollout.Resource).Namespace("kube-system").Patch(ctx, "fleet", types.MergePatchType, []byte(`{"spec":{"nodes":["n1"]}}`), metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "only paused and aborted change") {
