@@ -88,6 +88,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	// One informer on the nodes, for the pools and every rollout's engine.
 	nf := informers.NewSharedInformerFactory(c.Kube, 0)
 	nodes := nf.Core().V1().Nodes().Informer()
+	if err := nodes.SetTransform(rollout.SlimNode); err != nil {
+		return fmt.Errorf("watch nodes: %w", err)
+	}
 	c.Options.Nodes = nodes
 	c.Options.Rollouts = inf
 	var p *pools

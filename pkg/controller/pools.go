@@ -151,7 +151,7 @@ func (p *pools) reconcile(ctx context.Context, name string) error {
 		created, err := p.c.Store.Create(ctx, out.Create, false)
 		switch {
 		case err == nil:
-			logger.Info("Created rollout", "rollout", created.Name, "revision", out.Status.Revision, "nodes", len(created.Spec.Nodes))
+			logger.Info("Created rollout", "rollout", created.Name, "revision", out.Status.Revision, "selector", created.Spec.Selector, "listedNodes", len(created.Spec.Nodes))
 		case errors.Is(err, rollout.ErrExists):
 			// Created by this controller before it died, or by the leader
 			// before this one: the informer has not shown it yet.

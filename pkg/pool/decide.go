@@ -194,7 +194,11 @@ func Decide(in Input) Output {
 			latest.Name, rev, latest.State(), orNone(latest.Status.Reason), latest.Name))
 	}
 	if len(needs) > 0 {
-		r, warnings, err := rollout.Plan(request(p, rev, len(current), target, pin), rollout.Facts{
+		req := request(p, rev, len(current), target, pin)
+		// A node another pool selects too is not the pool's: the rollout
+		// then lists the pool's nodes rather than cover its selector.
+		req.BySelector = len(conflicts) == 0
+		r, warnings, err := rollout.Plan(req, rollout.Facts{
 			Nodes: needs, Payload: in.Payload, Configs: in.Configs, Rollouts: in.Foreign,
 		})
 		out.Warnings = warnings
@@ -212,7 +216,7 @@ func Decide(in Input) Output {
 			return reconciling(out, in.Now, ReasonWaitingForOtherRollouts, fmt.Sprintf("%d nodes wait for other rollouts to end: %s", len(held), strings.Join(held[:min(len(held), maxConflictNames)], ", ")))
 		case p.Spec.Paused:
 			n := len(needs)
-			if r != nil {
+			if r != nil && rollout.Lists(r) {
 				n = len(r.Spec.Nodes)
 			}
 			return reconciling(out, in.Now, ReasonPaused, fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", n, st.Nodes.Selected, rev))
@@ -227,7 +231,7 @@ func Decide(in Input) Output {
 		out.Planned = true
 		out.Create = own(r, p, rev)
 		st.CurrentRollout = r.Name
-		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d nodes", r.Name, rev, len(r.Spec.Nodes)))
+		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d nodes", r.Name, rev, len(needs)))
 	}
 	switch {
 	case st.Nodes.Updated < st.Nodes.Selected:
@@ -240,20 +244,20 @@ func Decide(in Input) Output {
 // do not hold target pinned by pin, and that no unfinished rollout of
 // others covers: the rollout assigns those.
 func joining(pending []*corev1.Node, others []*rollout.Rollout, target *corev1.NodeConfigSource, pin *source.Pin) []string {
-	var names []string
+	var candidates []*corev1.Node
 	for _, n := range pending {
 		if !source.Holds(n, target, pin) {
-			names = append(names, n.Name)
+			candidates = append(candidates, n)
 		}
 	}
 	busy := map[string]bool{}
-	for _, o := range rollout.Overlaps(names, others, "") {
+	for _, o := range rollout.Overlaps(candidates, others, "") {
 		busy[o.Node] = true
 	}
 	var out []string
-	for _, n := range names {
-		if !busy[n] {
-			out = append(out, n)
+	for _, n := range candidates {
+		if !busy[n.Name] {
+			out = append(out, n.Name)
 		}
 	}
 	return out

@@ -87,6 +87,7 @@ func TestDecide(t *testing.T) {
 	for name, tc := range map[string]struct {
 		in     func(p *Pool) Input
 		create []string // the nodes of the rollout created, in order; nil: none
+		lists  bool     // the rollout created lists its nodes rather than cover the selector
 		name   string   // its name
 		drain  []string // the nodes it drains
 		join   []string // the nodes assigned outside any rollout
@@ -225,7 +226,7 @@ func TestDecide(t *testing.T) {
 				both := map[string]string{"pool": "workers", "gpu": "true"}
 				return Input{Pool: p, Others: []*Pool{p, other}, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n9", both, "", false)}}
 			},
-			create: []string{"n1"}, name: "workers-1",
+			create: []string{"n1"}, lists: true, name: "workers-1",
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1, Conflicting: 1},
 		},
 		"a halted rollout stalls its revision until the pool's spec changes": {
@@ -339,7 +340,7 @@ func TestDecide(t *testing.T) {
 				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n2", workers, "", false)},
 					Foreign: []*rollout.Rollout{manual}}
 			},
-			create: []string{"n1"}, name: "workers-1",
+			create: []string{"n1"}, lists: true, name: "workers-1",
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Available: 2},
 		},
 		"a config that changes a resource manager policy stalls a pool that does not drain, before any node starts": {
@@ -360,7 +361,7 @@ func TestDecide(t *testing.T) {
 			cond:    Stalled, reason: "NeedsDrain", msg: []string{"resource-managers", "spec.allowUnsafe"},
 			counts: Counts{Selected: 1, Available: 1},
 		},
-		"a pool that drains drains only the nodes whose change needs it, as rollout start does": {
+		"a pool that drains drains every node it rolls to when one needs it, as rollout start -l does": {
 			in: func(p *Pool) Input {
 				p.Spec.Strategy.Drain, p.Spec.AllowUnsafe = true, []string{"resource-managers"}
 				return Input{Pool: p, Payload: []byte(staticPayload),
@@ -370,7 +371,7 @@ func TestDecide(t *testing.T) {
 						rollout.ConfigKey(ref("old-pods")):   {MaxPods: 50},
 					}}
 			},
-			create: []string{"n1", "n2", "n3"}, name: "workers-1", drain: []string{"n2", "n3"}, planned: true,
+			create: []string{"n1", "n2", "n3"}, name: "workers-1", drain: []string{"n1", "n2", "n3"}, planned: true,
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 3, Available: 3},
 		},
 	} {
@@ -379,9 +380,29 @@ func TestDecide(t *testing.T) {
 			in := tc.in(p)
 			in.Now = now
 			out := Decide(in)
-			var created []string
+			var created, drained []string
 			if out.Create != nil {
-				created = out.Create.Spec.Nodes
+				// The rollout covers the pool's selector; the nodes it
+				// rolls to are those that do not hold the revision.
+				// (a joining node is assigned outside it). One that leaves
+				// nodes out lists the others.
+				if rollout.Lists(out.Create) != tc.lists {
+					t.Errorf("created rollout lists its nodes: %v, want %v", rollout.Lists(out.Create), tc.lists)
+				}
+				view, err := rollout.Resolve(out.Create, in.Nodes, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, name := range view.Spec.Nodes {
+					i := slices.IndexFunc(in.Nodes, func(n *corev1.Node) bool { return n.Name == name })
+					if i < 0 || slices.Contains(out.Join, name) || source.Holds(in.Nodes[i], out.Create.Spec.Config, out.Create.Spec.Pin) {
+						continue
+					}
+					created = append(created, name)
+					if slices.Contains(view.Spec.Drain, name) {
+						drained = append(drained, name)
+					}
+				}
 				if out.Create.Name != tc.name {
 					t.Errorf("created %s, want %s", out.Create.Name, tc.name)
 				}
@@ -399,7 +420,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("rollout nodes (-want +got):\n%s", diff)
 			}
 			if out.Create != nil {
-				if diff := cmp.Diff(tc.drain, out.Create.Spec.Drain); diff != "" {
+				if diff := cmp.Diff(tc.drain, drained); diff != "" {
 					t.Errorf("drained nodes (-want +got):\n%s", diff)
 				}
 				if diff := cmp.Diff(p.Spec.Strategy.Windows, out.Create.Spec.Windows); diff != "" {

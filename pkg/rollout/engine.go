@@ -25,6 +25,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/lease"
 	"github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -232,6 +234,8 @@ type engine struct {
 	// it wrote: the node cache may not show them yet.
 	assigned map[string]bool
 	marks    map[string]*Mark
+	// seenMarks holds the mark of each node's last seen version.
+	seenMarks map[string]seenMark
 	// written is when this driver last wrote the rollout; reported the
 	// counts last passed to OnChange.
 	written  time.Time
@@ -269,7 +273,7 @@ func (e *engine) startInformers(ctx context.Context) error {
 		targets[n] = true
 	}
 	onNode := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok && !targets[n.Name] {
+		if n, ok := obj.(*corev1.Node); ok && len(targets) > 0 && !targets[n.Name] {
 			return
 		}
 		e.poke()
@@ -293,6 +297,9 @@ func (e *engine) startInformers(ctx context.Context) error {
 			o.LabelSelector = selector
 		}))
 		nodeInformer := nf.Core().V1().Nodes()
+		if err := nodeInformer.Informer().SetTransform(SlimNode); err != nil {
+			return fmt.Errorf("watch nodes: %w", err)
+		}
 		if _, err := nodeInformer.Informer().AddEventHandler(handler); err != nil {
 			return fmt.Errorf("watch nodes: %w", err)
 		}
@@ -441,6 +448,12 @@ func (e *engine) wrote(r *Rollout) {
 // write stores r. It reports false, and marks the rollout stale, when
 // another client wrote it first: the pass is then redone on fresh state.
 func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
+	r = r.DeepCopy()
+	if !Lists(e.cur) {
+		// r's nodes were resolved (Resolve): the object does not hold them.
+		r.Spec = *e.cur.Spec.DeepCopy()
+	}
+	bound(r)
 	got, err := e.store.UpdateStatus(ctx, r)
 	if errors.Is(err, ErrConflict) {
 		e.mu.Lock()
@@ -455,6 +468,15 @@ func (e *engine) write(ctx context.Context, r *Rollout) (bool, error) {
 	e.wrote(got)
 	e.written = e.opts.Clock.Now()
 	return true, nil
+}
+
+// bound cuts r's reason and its failures' errors to MaxMessageBytes: what
+// the nodes report does not grow the object.
+func bound(r *Rollout) {
+	r.Status.Reason = kubeletconfig.Shorten(r.Status.Reason, v1alpha1.MaxMessageBytes)
+	for i := range r.Status.Failures {
+		r.Status.Failures[i].Error = kubeletconfig.Shorten(r.Status.Failures[i].Error, v1alpha1.MaxMessageBytes)
+	}
 }
 
 // StateError is the error that driving or following r ends with, given its

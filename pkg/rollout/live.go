@@ -9,9 +9,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// LiveStatus returns r with its nodes' phases read from the nodes now, and
-// its State: Live over one List of the nodes of r's selector, as rollout
-// status shows a rollout whether or not a client drives it. A node the
+// LiveStatus returns r with its nodes (Resolve) and their phases read from
+// the nodes now, and its State: Live over one List of the nodes of r's
+// selector, as rollout status shows a rollout whether or not a client
+// drives it. A node the
 // List does not hold is Skipped, as Live skips a node not found.
 func LiveStatus(ctx context.Context, client kubernetes.Interface, r *Rollout) (*Rollout, error) {
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: r.Spec.Selector})
@@ -19,8 +20,13 @@ func LiveStatus(ctx context.Context, client kubernetes.Interface, r *Rollout) (*
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	byName := make(map[string]int, len(list.Items))
+	nodes := make([]*corev1.Node, len(list.Items))
 	for i := range list.Items {
 		byName[list.Items[i].Name] = i
+		nodes[i] = &list.Items[i]
+	}
+	if r, err = Resolve(r, nodes, nil); err != nil {
+		return nil, err
 	}
 	live, _, _, err := Live(r, func(name string) (*corev1.Node, error) {
 		if i, ok := byName[name]; ok {

@@ -37,6 +37,11 @@ type Mark struct {
 	// it, with its pin; nil: its local config.
 	Previous    *corev1.NodeConfigSource `json:"previous,omitempty"`
 	PreviousPin *source.Pin              `json:"previousPin,omitempty"`
+	// Target and TargetPin are the node's own target, when the rollout
+	// gives each node its own (an undo; nil Target: the local config);
+	// absent when every node gets the rollout's config.
+	Target    *corev1.NodeConfigSource `json:"target,omitempty"`
+	TargetPin *source.Pin              `json:"targetPin,omitempty"`
 	// Cordoned: the rollout cordoned the node to drain it, and uncordons
 	// it once the node passed its health gate.
 	Cordoned bool `json:"cordoned,omitempty"`
@@ -64,8 +69,12 @@ func (m *Mark) Owns(r *Rollout) bool { return m != nil && m.UID == r.UID && r.UI
 // pinned by previousPin.
 func newMark(r *Rollout, node string, previous *corev1.NodeConfigSource, previousPin *source.Pin, cordon bool, now metav1.MicroTime) *Mark {
 	m := &Mark{Rollout: r.Namespace + "/" + r.Name, UID: r.UID, Previous: previous, PreviousPin: previousPin, Cordoned: cordon, Started: now}
-	if _, pin := r.Spec.Target(node); pin != nil {
+	target, pin := r.Spec.Target(node)
+	if pin != nil {
 		m.Revision = pin.Digest
+	}
+	if _, own := r.Spec.Targets[node]; own {
+		m.Target, m.TargetPin = target, pin
 	}
 	return m
 }

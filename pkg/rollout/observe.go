@@ -105,6 +105,20 @@ func (c *observations) observe(node *corev1.Node, target *corev1.NodeConfigSourc
 	return o, err
 }
 
+// SlimNode is a transform for an informer on Nodes (SetTransform): it drops
+// what no driver reads and a large node carries most of, its managed
+// fields, images and volumes, so that a cache of a large fleet takes less
+// memory. Nothing writes a Node it cached back whole: the drivers patch.
+func SlimNode(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil
+		n.Status.VolumesInUse = nil
+		n.Status.VolumesAttached = nil
+	}
+	return obj, nil
+}
+
 // IsReady reports whether node's Ready condition is True.
 func IsReady(node *corev1.Node) bool {
 	for _, c := range node.Status.Conditions {

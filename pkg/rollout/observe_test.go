@@ -183,3 +183,27 @@ func TestEngineObservesTheMarksItWrote(t *testing.T) {
 		})
 	}
 }
+
+// TestSlimNode: the node cache keeps what the drivers read (labels,
+// annotations, taints, cordon, conditions, addresses, the kubelet's
+// version) and drops what they do not.
+func TestSlimNode(t *testing.T) {
+	node := readyNode("n1", map[string]string{"pool": "a"})
+	node.Annotations = map[string]string{MarkAnnotation: "{}"}
+	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	node.Spec = corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	node.Status.NodeInfo.KubeletVersion = "v1.34.12"
+	want := node.DeepCopy()
+	want.ManagedFields = nil
+	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.k8s.io/pause:3.10"}, SizeBytes: 1}}
+	node.Status.VolumesInUse = []corev1.UniqueVolumeName{"v"}
+	node.Status.VolumesAttached = []corev1.AttachedVolume{{Name: "v"}}
+	got, err := SlimNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slim node (-want +got):\n%s", diff)
+	}
+}

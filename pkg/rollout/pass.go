@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -33,20 +34,24 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		return true, err
 	}
 	now := e.opts.Clock.Now()
-	observed, nodes, err := observeNodes(e.cur, e.getNode, e.observe)
+	view, err := e.resolve()
+	if err != nil {
+		return true, err
+	}
+	observed, nodes, err := observeNodes(view, e.getNode, e.observe)
 	if err != nil {
 		return true, err
 	}
 	lead := e.leading()
 	if lead == nil {
-		r, _ := recordPhases(e.cur, observed, metav1.NewMicroTime(now))
+		r, _ := recordPhases(view, observed, metav1.NewMicroTime(now))
 		r.Status.State = r.State()
 		return e.follow(r, observed)
 	}
 	if len(e.cur.Status.LegacyNodes) > 0 && !e.cur.State().Terminal() {
 		return true, fmt.Errorf("rollout %q: %w: finish it with the dkc that started it, or abort it (kubectl dkc rollout abort %s) and start it again", e.cur.Name, ErrLegacy, e.cur.Name)
 	}
-	if ok, err := e.takeState(lead, observed, now); !ok || err != nil {
+	if ok, err := e.takeState(lead, view, observed, now); !ok || err != nil {
 		return e.unlessTenureEnded(lead, ctx, err != nil, err)
 	}
 	if e.cur.Status.State != Running {
@@ -55,7 +60,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		}
 		return true, StateError(e.cur)
 	}
-	d, err := decide(e.cur, observed, nodes, e.assigned, now)
+	d, err := decide(view, observed, nodes, e.assigned, now)
 	if err != nil {
 		return true, err
 	}
@@ -85,6 +90,46 @@ func (e *engine) observe(node *corev1.Node, target *corev1.NodeConfigSource, pin
 		o.Mark = m
 	}
 	return o, err
+}
+
+// resolve returns the rollout with its nodes, as the node cache shows them
+// (Resolve).
+func (e *engine) resolve() (*Rollout, error) {
+	if Lists(e.cur) {
+		return e.cur, nil
+	}
+	nodes, err := e.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return Resolve(e.cur, nodes, e.markOf)
+}
+
+// markOf is MarkOf, decoded once per version of the node, with the mark
+// this driver wrote on a node when the node cache does not show it yet.
+func (e *engine) markOf(node *corev1.Node) (*Mark, error) {
+	e.mu.Lock()
+	written := e.marks[node.Name]
+	e.mu.Unlock()
+	seen, ok := e.seenMarks[node.Name]
+	if !ok || node.ResourceVersion == "" || seen.resourceVersion != node.ResourceVersion {
+		seen.resourceVersion = node.ResourceVersion
+		seen.mark, seen.err = MarkOf(node)
+		if e.seenMarks == nil {
+			e.seenMarks = map[string]seenMark{}
+		}
+		e.seenMarks[node.Name] = seen
+	}
+	if written != nil && !seen.mark.Owns(e.cur) {
+		return written, nil
+	}
+	return seen.mark, seen.err
+}
+
+type seenMark struct {
+	resourceVersion string
+	mark            *Mark
+	err             error
 }
 
 // getNode returns the node named name as the informer last saw it; nil
@@ -161,12 +206,12 @@ func (e *engine) halt(ctx context.Context, r *Rollout, node string, err error, n
 // when its status does not show it yet: the operator paused, resumed or
 // aborted it, or no driver has looked at it. It reports false when another
 // client wrote the rollout first; the pass is then redone on fresh state.
-func (e *engine) takeState(ctx context.Context, observed map[string]Observed, now time.Time) (bool, error) {
+func (e *engine) takeState(ctx context.Context, view *Rollout, observed map[string]Observed, now time.Time) (bool, error) {
 	want := e.cur.State()
 	if want == e.cur.Status.State {
 		return true, nil
 	}
-	r, _ := recordPhases(e.cur, observed, metav1.NewMicroTime(now))
+	r, _ := recordPhases(view, observed, metav1.NewMicroTime(now))
 	r.Status.State, r.Status.Reason = want, ""
 	r.Status.Counts = Count(r)
 	if want == Aborted {
@@ -216,7 +261,10 @@ func (e *engine) finish(ctx context.Context, r *Rollout, observed map[string]Obs
 	if !ok {
 		return false, nil // lost a race: look again
 	}
-	e.cur.Status.Nodes = r.Status.Nodes
+	// What Run returns: the rollout as stored, with its nodes (Resolve)
+	// and their phases.
+	e.cur = e.cur.DeepCopy()
+	e.cur.Spec, e.cur.Status.Nodes = r.Spec, r.Status.Nodes
 	e.notify(e.cur, observed)
 	return true, StateError(e.cur)
 }

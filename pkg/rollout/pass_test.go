@@ -170,7 +170,7 @@ func TestTakeStateCountsTheNodesFromTheirMarks(t *testing.T) {
 	e := &engine{store: store, opts: Options{Clock: testingclock.NewFakeClock(t0)}, cur: aborted, rv: aborted.ResourceVersion,
 		kick: make(chan struct{}, 1), assigned: map[string]bool{}, marks: map[string]*Mark{}}
 	observed := map[string]Observed{"n1": ours(running), "n2": ours(applying), "n3": running, "n4": idle}
-	if ok, err := e.takeState(ctx, observed, t0); !ok || err != nil {
+	if ok, err := e.takeState(ctx, aborted, observed, t0); !ok || err != nil {
 		t.Fatalf("takeState: %v, %v", ok, err)
 	}
 	got, err := store.Get(ctx, "r1")

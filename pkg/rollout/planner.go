@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -71,8 +72,13 @@ type Request struct {
 	// Pin, when set, is the pin to roll Config out under (the bytes a
 	// pool's revision fixed); otherwise Plan pins Facts.Payload.
 	Pin *source.Pin
-	// Selector is how the nodes were chosen, for display.
-	Selector       string
+	// Selector is how the nodes were chosen (-l; "" for every node).
+	Selector string
+	// BySelector: Facts.Nodes are every node Selector selects, and the
+	// rollout covers Selector rather than list them (Spec.Nodes), so that
+	// its size does not grow with the fleet; a node that joins later is
+	// rolled to as well.
+	BySelector     bool
 	MaxUnavailable *intstr.IntOrString
 	Canary         *int
 	Soak           time.Duration
@@ -87,8 +93,8 @@ type Request struct {
 	// UndoOf, when set, is the rollout to undo: every node it started
 	// goes back to what it held before, under its strategy unless the
 	// request overrides MaxUnavailable or Canary. Config, AllowUnsafe,
-	// Pin, Selector, Soak, OrderByLabel and the drain options are then
-	// UndoOf's, and Facts.Nodes need only hold its nodes' Node objects.
+	// Pin, Soak, OrderByLabel and the drain options are then UndoOf's,
+	// and Facts.Nodes must hold every node whose mark names UndoOf.
 	UndoOf *Rollout
 	// Overlap is what to do with a node another unfinished rollout covers.
 	Overlap OverlapPolicy
@@ -137,10 +143,12 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 	var (
 		spec     Spec
 		warnings []string
-		err      error
 	)
 	if req.UndoOf != nil {
-		spec, err = undoSpec(req.UndoOf)
+		if req.UndoOf.UID == "" {
+			return nil, nil, fmt.Errorf("undo of rollout %q: it has no UID, which its nodes' marks name: read it from the cluster", req.UndoOf.Name)
+		}
+		spec = undoSpec(req.UndoOf)
 	} else {
 		spec = Spec{
 			Config:       req.Config,
@@ -164,11 +172,8 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 			spec.Pin = source.NewPin(spec.Config, facts.Payload, req.AllowUnsafe)
 		}
 		if len(spec.Nodes) == 0 {
-			err = errors.New("no nodes to roll out to")
+			return nil, nil, errors.New("no nodes to roll out to")
 		}
-	}
-	if err != nil {
-		return nil, nil, err
 	}
 	if err := req.Windows.Validate("windows"); err != nil {
 		return nil, nil, err
@@ -181,21 +186,46 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 		spec.Canary = *req.Canary
 	}
 
+	// view is the rollout as the rules read it: an undo's nodes and their
+	// targets are those its marks give (Resolve).
+	view := New(req.Namespace, "", spec)
+	if req.UndoOf != nil {
+		ptrs := make([]*corev1.Node, len(facts.Nodes))
+		for i := range facts.Nodes {
+			ptrs[i] = &facts.Nodes[i]
+		}
+		spec.AllowUnsafe = previousClasses(req.UndoOf, ptrs)
+		view.Spec.AllowUnsafe = spec.AllowUnsafe
+		var err error
+		if view, err = Resolve(view, ptrs, nil); err != nil {
+			return nil, nil, err
+		}
+		if len(view.Spec.Nodes) == 0 {
+			return nil, nil, ErrNothingToUndo
+		}
+	}
+
 	// Overlap: one unfinished rollout at a time over a node.
 	undone := ""
 	if req.UndoOf != nil {
 		undone = req.UndoOf.Name
 	}
-	if overlaps := Overlaps(spec.Nodes, facts.Rollouts, undone); len(overlaps) > 0 {
-		if req.Overlap != WaitOnOverlap || len(overlaps) == len(spec.Nodes) {
+	covered := make([]*corev1.Node, 0, len(view.Spec.Nodes))
+	for _, n := range view.Spec.Nodes {
+		if node, ok := nodes[n]; ok {
+			covered = append(covered, node)
+		}
+	}
+	held := map[string]bool{}
+	if overlaps := Overlaps(covered, facts.Rollouts, undone); len(overlaps) > 0 {
+		if req.Overlap != WaitOnOverlap || len(overlaps) == len(view.Spec.Nodes) {
 			return nil, nil, &OverlapError{Overlaps: overlaps}
 		}
-		held := map[string]bool{}
 		for _, o := range overlaps {
 			held[o.Node] = true
 			warnings = append(warnings, fmt.Sprintf("node/%s waits for rollout %s (%s) to end", o.Node, o.Rollout, o.State))
 		}
-		spec.Nodes = slices.DeleteFunc(spec.Nodes, func(n string) bool { return held[n] })
+		view.Spec.Nodes = slices.DeleteFunc(view.Spec.Nodes, func(n string) bool { return held[n] })
 	}
 
 	var target *kubeletconfigv1beta1.KubeletConfiguration
@@ -209,22 +239,39 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 	}
 
 	// Drain: where the change of a resource manager policy needs it.
-	spec.Drain, err = planDrain(req, &spec, facts, nodes, target)
+	drain, err := planDrain(req, &view.Spec, facts, nodes, target)
 	if err != nil {
 		return nil, warnings, err
 	}
 
 	// Node-specific fields: one node's values, for many.
 	if req.UndoOf == nil && spec.Config != nil {
-		var targets []*corev1.Node
-		for _, n := range spec.Nodes {
-			if node, ok := nodes[n]; ok {
-				targets = append(targets, node)
-			}
-		}
-		if found := nodeSpecific(facts.Payload, targets, facts.Live); len(found) > 0 {
+		if found := nodeSpecific(facts.Payload, covered, facts.Live); len(found) > 0 {
 			return nil, warnings, &NodeSpecificError{Config: DescribeTarget(spec.Config), Found: found}
 		}
+	}
+
+	// What the object stores: a rollout over a selector, and an undo, do
+	// not list their nodes, so their size does not depend on the fleet's;
+	// they drain each node or none. One that leaves nodes out for another
+	// rollout lists the others.
+	switch {
+	case len(held) > 0:
+		spec.Nodes, spec.Drain = view.Spec.Nodes, drain
+		spec.Targets, spec.TargetPins = view.Spec.Targets, view.Spec.TargetPins
+		spec.UndoOfUID, spec.AllowUnsafe = "", nil
+	case req.UndoOf != nil:
+		spec.DrainAll = len(drain) > 0
+		if len(drain) > 0 && len(drain) < len(view.Spec.Nodes) {
+			warnings = append(warnings, fmt.Sprintf("%d of %d nodes need a drain; the undo drains every node it sends back", len(drain), len(view.Spec.Nodes)))
+		}
+	case req.BySelector:
+		spec.Nodes, spec.DrainAll = nil, len(drain) > 0
+		if len(drain) > 0 && len(drain) < len(view.Spec.Nodes) {
+			warnings = append(warnings, fmt.Sprintf("%d of %d nodes need a drain; a rollout over a selector drains every node it starts (name the nodes to drain only those)", len(drain), len(view.Spec.Nodes)))
+		}
+	default:
+		spec.Drain = drain
 	}
 
 	name := req.Name
@@ -270,24 +317,33 @@ type Overlap struct {
 }
 
 // Overlaps lists the nodes among nodes that an unfinished (Running or
-// Paused) rollout of rollouts covers, other than the one named except, in
-// the order of nodes.
-func Overlaps(nodes []string, rollouts []*Rollout, except string) []Overlap {
-	busy := map[string]*Rollout{}
+// Paused) rollout of rollouts covers (Covers), other than the one named
+// except, in the order of nodes. A rollout whose selector does not parse
+// covers every node: no driver can tell which it would take.
+func Overlaps(nodes []*corev1.Node, rollouts []*Rollout, except string) []Overlap {
+	type open struct {
+		r   *Rollout
+		sel labels.Selector
+	}
+	var unfinished []open
 	for _, r := range rollouts {
 		if r.Name == except || r.State().Terminal() {
 			continue
 		}
-		for _, n := range r.Spec.Nodes {
-			if _, ok := busy[n]; !ok {
-				busy[n] = r
-			}
+		sel, err := Selects(r)
+		if err != nil {
+			sel = labels.Everything()
 		}
+		unfinished = append(unfinished, open{r, sel})
 	}
 	var out []Overlap
 	for _, n := range nodes {
-		if r, ok := busy[n]; ok {
-			out = append(out, Overlap{Node: n, Rollout: r.Name, State: r.State()})
+		mark, _ := MarkOf(n)
+		for _, u := range unfinished {
+			if Covers(u.r, u.sel, n, mark) {
+				out = append(out, Overlap{Node: n.Name, Rollout: u.r.Name, State: u.r.State()})
+				break
+			}
 		}
 	}
 	return out
@@ -327,7 +383,11 @@ func planDrain(req Request, spec *Spec, facts Facts, nodes map[string]*corev1.No
 			newCfg = facts.Configs[ConfigKey(src)]
 		}
 		changes := DrainChanges(runningConfig(nodes[n], facts), newCfg)
-		undone := req.UndoOf != nil && slices.Contains(req.UndoOf.Spec.Drain, n)
+		undone := false
+		if req.UndoOf != nil && nodes[n] != nil {
+			m, _ := MarkOf(nodes[n])
+			undone = m != nil && m.UID == req.UndoOf.UID && m.Cordoned
+		}
 		if len(changes) == 0 && !undone {
 			continue
 		}
@@ -420,50 +480,43 @@ func (e *NodeSpecificError) Error() string {
 var ErrNothingToUndo = errors.New("nothing to undo: the rollout started no node")
 
 // undoSpec is the spec of the rollout that undoes orig: every node orig
-// started goes back to its Previous assignment, in orig's order, with its
-// budget, canary, soak and drain options, under its previous pin (the
-// bytes it was assigned before; a node that held no pin gets none, and its
-// agent refuses until it is assigned again). orig's node statuses are the
-// ones its nodes' marks give (Live): a node orig started is one whose mark
-// still names orig; one a later rollout started is that rollout's to undo.
-func undoSpec(orig *Rollout) (Spec, error) {
+// started (its mark still names orig: one a later rollout started is that
+// rollout's to undo) goes back to the assignment and pin its mark recorded,
+// with orig's budget, canary, soak and drain options. A node that held no
+// pin gets none, and its agent refuses until it is assigned again.
+func undoSpec(orig *Rollout) Spec {
 	spec := Spec{
-		Targets:        map[string]*corev1.NodeConfigSource{},
-		TargetPins:     map[string]*source.Pin{},
-		Selector:       orig.Spec.Selector,
 		MaxUnavailable: orig.Spec.MaxUnavailable,
 		Canary:         orig.Spec.Canary,
 		Soak:           orig.Spec.Soak,
 		OrderByLabel:   orig.Spec.OrderByLabel,
 		DrainOptions:   orig.Spec.DrainOptions,
 		UndoOf:         orig.Name,
+		UndoOfUID:      orig.UID,
 	}
 	if spec.MaxUnavailable == (intstr.IntOrString{}) {
 		spec.MaxUnavailable = intstr.FromInt32(DefaultMaxUnavailable)
 	}
-	started := 0
-	for _, n := range orig.Spec.Nodes {
-		ns := orig.NodeStatus(n)
-		if !ns.Marked {
-			continue
-		}
-		started++
-		spec.Nodes = append(spec.Nodes, n)
-		spec.Targets[n] = ns.Previous
-		if ns.PreviousPin != nil {
-			spec.TargetPins[n] = ns.PreviousPin
-		}
-	}
-	if started == 0 {
-		return spec, ErrNothingToUndo
-	}
-	return spec, nil
+	return spec
 }
 
-// AllowedClasses are the unsafe classes r's pins allow, each once, sorted:
-// what its author must be allowed to use.
-func AllowedClasses(r *Rollout) []string {
+// previousClasses are the classes that the previous pins of the nodes orig
+// marked allow, each once, sorted: what an undo of orig gives back.
+func previousClasses(orig *Rollout, nodes []*corev1.Node) []string {
 	var out []string
+	for _, n := range nodes {
+		if m, err := MarkOf(n); err == nil && m != nil && m.UID == orig.UID && m.PreviousPin != nil {
+			out = append(out, m.PreviousPin.AllowUnsafe...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// AllowedClasses are the unsafe classes r's pins allow (an undo's: its
+// AllowUnsafe), each once, sorted: what its author must be allowed to use.
+func AllowedClasses(r *Rollout) []string {
+	out := slices.Clone(r.Spec.AllowUnsafe)
 	if r.Spec.Pin != nil {
 		out = append(out, r.Spec.Pin.AllowUnsafe...)
 	}

@@ -51,31 +51,34 @@ func TestPlan(t *testing.T) {
 	}
 	at := metav1.NewMicroTime(time.Date(2026, 11, 28, 23, 0, 0, 0, time.UTC))
 	orig := New(ns, "r1", Spec{
-		Config: cm("static"), Nodes: []string{"n1", "n2", "n3", "n4", "n5"},
-		MaxUnavailable: intstr.FromString("50%"), Canary: 2, Drain: []string{"n2"},
+		Config: cm("static"), Selector: "pool=a",
+		MaxUnavailable: intstr.FromString("50%"), Canary: 2, DrainAll: true,
 		DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: time.Minute}, Force: true},
 	})
-	orig.Status.Nodes = map[string]NodeStatus{
-		"n1": {Phase: Succeeded, Previous: cm("pods"), PreviousPin: source.NewPin(cm("pods"), []byte("pods"), []string{"security"}), Marked: true, Started: &at},
-		"n2": {Phase: Failed, Marked: true, Started: &at}, // was on its local config
-		"n3": {Phase: Skipped},
-		"n4": {Phase: InProgress, Previous: cm("older"), Marked: true, Started: &at},
-		"n5": {Phase: InProgress, Previous: cm("pods"), Marked: true}, // marked, not assigned yet
-		"n6": {Phase: InProgress, Started: &at},                       // assigned by hand, not marked
+	orig.UID = r1UID
+	// The nodes, as r1's marks left them.
+	marked := func(n corev1.Node, m *Mark) corev1.Node {
+		m.Rollout, m.UID = "kube-system/r1", r1UID
+		return *withMark(t, &n, m)
 	}
-	orig.Spec.Nodes = append(orig.Spec.Nodes, "n6")
+	securityPin := source.NewPin(cm("pods"), []byte("pods"), []string{"security"})
+	undone := []corev1.Node{
+		marked(node("n1", "static", "10.0.0.1"), &Mark{Previous: cm("pods"), PreviousPin: securityPin, Cordoned: true, Started: at}),
+		marked(node("n2", "", "10.0.0.2"), &Mark{Cordoned: true, Started: at}), // was on its local config; failed
+		node("n3", "static", "10.0.0.3"), // ran the target already
+		marked(node("n4", "", "10.0.0.4"), &Mark{Previous: cm("older"), Started: at}),
+		marked(node("n5", "", "10.0.0.5"), &Mark{Previous: cm("pods"), Started: at}), // marked, not assigned yet
+		node("n6", "", "10.0.0.6"),                                                   // assigned by hand, not marked
+	}
+	// The undo covers the nodes r1's marks name, and drains each: n1 runs
+	// static and goes back to pods, and r1 drained n2.
 	undo := Spec{
-		Targets:        Targets{"n1": cm("pods"), "n2": nil, "n4": cm("older"), "n5": cm("pods")},
-		TargetPins:     TargetPins{"n1": source.NewPin(cm("pods"), []byte("pods"), []string{"security"})},
-		Nodes:          []string{"n1", "n2", "n4", "n5"},
 		MaxUnavailable: intstr.FromString("50%"), Canary: 2,
 		DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: time.Minute}, Force: true},
-		UndoOf:       "r1",
+		UndoOf:       "r1", UndoOfUID: r1UID, AllowUnsafe: []string{"security"}, DrainAll: true,
 	}
-	// n1 runs static and goes back to pods: a drain, as for n2, which
-	// the undone rollout drained.
-	undo.Drain = []string{"n1", "n2"}
 	untouched := New(ns, "r2", Spec{Config: cm("new"), Nodes: []string{"n1"}})
+	untouched.UID = "uid-r2"
 	untouched.Status.Nodes = map[string]NodeStatus{"n1": {Phase: InProgress}} // assigned by hand
 
 	tests := map[string]struct {
@@ -213,27 +216,79 @@ func TestPlan(t *testing.T) {
 			wantWarnings: []string{`config kube-system/bad does not decode (load kubelet config: maxPods: cannot decode string as int32): the agents will refuse it`},
 		},
 		"undo: every node the rollout marked goes back, under the undone rollout's strategy and drains": {
-			req:   Request{Namespace: ns, Suffix: "x1y2z", UndoOf: orig},
-			facts: Facts{Nodes: []corev1.Node{node("n1", "static", "10.0.0.1")}, Configs: configs, Rollouts: []*Rollout{orig}},
-			want:  New(ns, "undo-r1-x1y2z", undo),
+			req:          Request{Namespace: ns, Suffix: "x1y2z", UndoOf: orig},
+			facts:        Facts{Nodes: undone, Configs: configs, Rollouts: []*Rollout{orig}},
+			want:         New(ns, "undo-r1-x1y2z", undo),
+			wantWarnings: []string{"2 of 4 nodes need a drain; the undo drains every node it sends back"},
+		},
+		"undo: one that needs no drain drains none": {
+			req:   Request{Namespace: ns, Name: "u", UndoOf: orig},
+			facts: Facts{Nodes: undone[3:], Configs: configs},
+			want: func() *Rollout {
+				s := undo
+				s.DrainAll, s.AllowUnsafe = false, nil
+				return New(ns, "u", s)
+			}(),
 		},
 		"undo: the request's budget and canary": {
 			req:   Request{Namespace: ns, Name: "u", UndoOf: orig, MaxUnavailable: ptr.To(intstr.FromInt32(3)), Canary: ptr.To(0)},
-			facts: Facts{Nodes: []corev1.Node{node("n1", "static", "10.0.0.1")}, Configs: configs},
+			facts: Facts{Nodes: undone, Configs: configs},
 			want: func() *Rollout {
 				s := undo
 				s.MaxUnavailable, s.Canary = intstr.FromInt32(3), 0
 				return New(ns, "u", s)
 			}(),
+			wantWarnings: []string{"2 of 4 nodes need a drain; the undo drains every node it sends back"},
 		},
 		"undo: another rollout over its nodes is refused": {
 			req:     Request{Namespace: ns, Name: "u", UndoOf: orig},
-			facts:   Facts{Rollouts: []*Rollout{orig, running("busy", "n4")}},
+			facts:   Facts{Nodes: undone, Rollouts: []*Rollout{orig, running("busy", "n4")}},
 			wantErr: `rollout "busy" is Running over node/n4: finish it (kubectl dkc rollout resume busy) or abort it (kubectl dkc rollout abort busy) first`,
+		},
+		"undo: of a rollout not read from the cluster is refused": {
+			req:     Request{Namespace: ns, Name: "u", UndoOf: New(ns, "r3", Spec{})},
+			facts:   Facts{Nodes: undone},
+			wantErr: `undo of rollout "r3": it has no UID, which its nodes' marks name: read it from the cluster`,
 		},
 		"undo: a rollout that marked no node started none": {
 			req:     Request{Namespace: ns, Name: "u", UndoOf: untouched},
+			facts:   Facts{Nodes: undone},
 			wantErr: "nothing to undo: the rollout started no node",
+		},
+		"by selector: the rollout covers the selector and does not list its nodes": {
+			req:   Request{Namespace: ns, Name: "p", Config: cm("pods"), Selector: "pool=a", BySelector: true},
+			facts: Facts{Nodes: []corev1.Node{fleet[0], fleet[2]}, Payload: []byte(maxPods), Configs: configs},
+			want: func() *Rollout {
+				s := defaults("pods", maxPods)
+				s.Selector = "pool=a"
+				return New(ns, "p", s)
+			}(),
+		},
+		"by selector: when a node needs a drain, every node drains": {
+			req:   Request{Namespace: ns, Name: "s", Config: cm("static"), AllowUnsafe: []string{"resource-managers"}, Drain: true, BySelector: true},
+			facts: Facts{Nodes: fleet, Payload: []byte(static), Configs: configs},
+			want: func() *Rollout {
+				s := defaults("static", static)
+				s.Pin = source.NewPin(cm("static"), []byte(static), []string{"resource-managers"})
+				s.DrainAll = true
+				return New(ns, "s", s)
+			}(),
+			wantWarnings: []string{"2 of 3 nodes need a drain; a rollout over a selector drains every node it starts (name the nodes to drain only those)"},
+		},
+		"by selector: with WaitOnOverlap, nodes left out: the rollout lists the others": {
+			req:          Request{Namespace: ns, Name: "p", Config: cm("pods"), Overlap: WaitOnOverlap, BySelector: true},
+			facts:        Facts{Nodes: fleet, Payload: []byte(maxPods), Rollouts: []*Rollout{running("busy", "n3")}},
+			want:         New(ns, "p", defaults("pods", maxPods, "n1", "n2")),
+			wantWarnings: []string{"node/n3 waits for rollout busy (Running) to end"},
+		},
+		"by selector: another rollout over a selector overlaps the nodes it selects": {
+			req: Request{Namespace: ns, Name: "p", Config: cm("pods"), BySelector: true},
+			facts: Facts{Nodes: fleet, Payload: []byte(maxPods), Rollouts: []*Rollout{func() *Rollout {
+				r := running("zone", "")
+				r.Spec.Nodes = nil // every node
+				return r
+			}()}},
+			wantErr: `rollout "zone" is Running over node/n1: finish it (kubectl dkc rollout resume zone) or abort it (kubectl dkc rollout abort zone) first`,
 		},
 	}
 	for name, tc := range tests {
@@ -262,56 +317,59 @@ func TestAllowedClasses(t *testing.T) {
 	}
 }
 
-// TestUndoTakesBackTheNodesTheRolloutMarked: an undo, planned from the
-// rollout's status as its nodes give it (Live), sends back the nodes whose
-// mark names the rollout, each to the assignment its mark recorded; not a
-// node another rollout marked since, one that ran the target already, one
-// assigned it by hand, or one never started.
+// TestUndoTakesBackTheNodesTheRolloutMarked: an undo covers the nodes
+// whose mark names the rollout (Resolve), each going back to the
+// assignment its mark recorded; not a node another rollout marked since,
+// one that ran the target already, one assigned it by hand, or one never
+// started. Its object lists none of them.
 func TestUndoTakesBackTheNodesTheRolloutMarked(t *testing.T) {
 	orig := New(source.DefaultNamespace, "r1", Spec{Config: cm("new"), Nodes: fleetOf(6), MaxUnavailable: intstr.FromInt32(1)})
 	orig.UID = r1UID
 	oldPin := source.NewPin(cm("old"), []byte("old"), nil)
-	nodes := map[string]*corev1.Node{
+	nodes := []*corev1.Node{
 		// done, from old
-		"n1": withMark(t, runningOn(t, readyNode("n1", nil), cm("new")), &Mark{Rollout: "kube-system/r1", UID: r1UID, Previous: cm("old"), PreviousPin: oldPin}),
+		withMark(t, runningOn(t, readyNode("n1", nil), cm("new")), &Mark{Rollout: "kube-system/r1", UID: r1UID, Previous: cm("old"), PreviousPin: oldPin}),
 		// marked, not assigned yet, from its local config
-		"n2": withMark(t, readyNode("n2", nil), markOf(nil, false)),
+		withMark(t, readyNode("n2", nil), markOf(nil, false)),
 		// started by r1, then by a later rollout: the later one's to undo
-		"n3": withMark(t, runningOn(t, readyNode("n3", nil), cm("later")), &Mark{Rollout: "kube-system/later", UID: "uid-later", Previous: cm("new")}),
+		withMark(t, runningOn(t, readyNode("n3", nil), cm("later")), &Mark{Rollout: "kube-system/later", UID: "uid-later", Previous: cm("new")}),
 		// ran the target already
-		"n4": runningOn(t, readyNode("n4", nil), cm("new")),
+		runningOn(t, readyNode("n4", nil), cm("new")),
 		// assigned the target by hand
-		"n5": withMark(t, readyNode("n5", nil), nil),
+		readyNode("n5", nil),
 		// never started
-		"n6": readyNode("n6", nil),
+		readyNode("n6", nil),
 	}
-	patched, err := source.PatchedNode(nodes["n5"], mustAssignPatch(t, cm("new")))
+	patched, err := source.PatchedNode(nodes[4], mustAssignPatch(t, cm("new")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes["n5"] = patched
-	live, _, _, err := Live(orig, func(name string) (*corev1.Node, error) { return nodes[name], nil }, metav1.NewMicroTime(t0))
+	nodes[4] = patched
+	facts := Facts{}
+	for _, n := range nodes {
+		facts.Nodes = append(facts.Nodes, *n)
+	}
+	undo, _, err := Plan(Request{Namespace: source.DefaultNamespace, Name: "u", UndoOf: orig}, facts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	undo, _, err := Plan(Request{Namespace: source.DefaultNamespace, Name: "u", UndoOf: live}, Facts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Spec{
-		Nodes:          []string{"n1", "n2"},
-		Targets:        Targets{"n1": cm("old"), "n2": nil},
-		TargetPins:     TargetPins{"n1": oldPin},
-		MaxUnavailable: intstr.FromInt32(1),
-		UndoOf:         "r1",
-	}
+	want := Spec{MaxUnavailable: intstr.FromInt32(1), UndoOf: "r1", UndoOfUID: r1UID}
 	if diff := cmp.Diff(want, undo.Spec); diff != "" {
 		t.Errorf("undo (-want +got):\n%s", diff)
 	}
+	view, err := Resolve(undo, nodes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantView := want
+	wantView.Nodes = []string{"n1", "n2"}
+	wantView.Targets, wantView.TargetPins = Targets{"n1": cm("old"), "n2": nil}, TargetPins{"n1": oldPin}
+	if diff := cmp.Diff(wantView, view.Spec); diff != "" {
+		t.Errorf("undo's nodes (-want +got):\n%s", diff)
+	}
 
-	// Planned from the rollout as stored, without its nodes, it has
-	// nothing to undo.
+	// Without the nodes, it has nothing to undo.
 	if _, _, err := Plan(Request{Namespace: source.DefaultNamespace, Name: "u", UndoOf: orig}, Facts{}); !errors.Is(err, ErrNothingToUndo) {
-		t.Errorf("undo of the rollout as stored: %v, want ErrNothingToUndo", err)
+		t.Errorf("undo without the nodes: %v, want ErrNothingToUndo", err)
 	}
 }

@@ -8,44 +8,94 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// Every write of a rollout must fit etcd's default request limit, 1.5 MiB,
-// managed fields included (TestNodeConfigRolloutAPI writes one on a real
-// apiserver). The undo of a rollout over 5000 nodes (the Kubernetes
-// scalability limit) that all held an assignment before sends each node
-// back to its own, and encodes in under 1 MiB.
-func TestUndoOver5000NodesFitsEtcd(t *testing.T) {
-	now := metav1.NowMicro()
-	pin := source.NewPin(cm("kubelet-config-pool-a-7f9c2"), []byte("old bytes"), nil)
-	var names []string
-	for i := range 5000 {
-		names = append(names, fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i/256, i%256))
+// A rollout's object does not grow with the fleet: a rollout over a
+// selector and its undo, both draining, halted with as many failures and
+// as long a reason as the status holds, take at most 16 KiB over 10 000 and
+// over 65 000 nodes.
+func TestRolloutSizeDoesNotGrowWithTheFleet(t *testing.T) {
+	const limit = 16 << 10
+	static := []byte("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncpuManagerPolicy: static\n")
+	oldPin := source.NewPin(cm("kubelet-config-pool-a-7f9c2"), []byte("old bytes"), []string{"security"})
+	long := strings.Repeat("x", 4*v1alpha1.MaxMessageBytes)
+	for _, n := range []int{10000, 65000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			nodes := make([]corev1.Node, n)
+			for i := range nodes {
+				nodes[i] = corev1.Node{ObjectMeta: metav1.ObjectMeta{
+					Name:   fmt.Sprintf("ip-10-%d-%d-%d.eu-central-1.compute.internal", i/65536, i/256%256, i%256),
+					Labels: map[string]string{"pool": "a"},
+				}}
+			}
+			r, _, err := Plan(Request{
+				Namespace: "kube-system", Name: "fleet", Config: cm("kubelet-config-pool-a-8b1d3"), AllowUnsafe: []string{"resource-managers"},
+				Selector: "pool=a", BySelector: true, Drain: true, MaxUnavailable: ptr.To(intstr.FromString("10%")),
+			}, Facts{Nodes: nodes, Payload: static})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.UID = "fleet-uid"
+			halt(r, n, long)
+			assertSize(t, r, "the rollout", limit)
+
+			// Its undo, once every node holds its mark.
+			for i := range nodes {
+				m := &Mark{Rollout: "kube-system/fleet", UID: r.UID, Previous: cm("kubelet-config-pool-a-7f9c2"), PreviousPin: oldPin, Cordoned: true}
+				v, err := json.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nodes[i].Annotations = map[string]string{MarkAnnotation: string(v)}
+			}
+			undo, _, err := Plan(Request{Namespace: "kube-system", Name: "undo", UndoOf: r}, Facts{Nodes: nodes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ptrs := make([]*corev1.Node, n)
+			for i := range nodes {
+				ptrs[i] = &nodes[i]
+			}
+			view, err := Resolve(undo, ptrs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(view.Spec.Nodes) != n || len(view.Spec.Drain) != n || !view.Spec.TargetPins[nodes[0].Name].Equal(oldPin) {
+				t.Fatalf("the undo covers %d nodes and drains %d, want %d; first pin %v", len(view.Spec.Nodes), len(view.Spec.Drain), n, view.Spec.TargetPins[nodes[0].Name])
+			}
+			halt(undo, n, long)
+			assertSize(t, undo, "its undo", limit)
+		})
 	}
-	r := New("kube-system", "fleet", Spec{Config: cm("kubelet-config-pool-a-8b1d3"), Nodes: names, MaxUnavailable: intstr.FromString("10%")})
-	r.Status.Nodes = map[string]NodeStatus{}
-	for _, n := range names {
-		r.Status.Nodes[n] = NodeStatus{Phase: Succeeded, Previous: cm("kubelet-config-pool-a-7f9c2"), PreviousPin: pin, Marked: true, Started: &now, Finished: &now}
+}
+
+// halt gives r the largest status a halt leaves over n nodes: MaxFailures
+// failures and a reason, each of msg, as the driver stores them.
+func halt(r *Rollout, n int, msg string) {
+	r.Status = Status{State: Halted, Reason: msg, Counts: Counts{Waiting: n - 2*MaxFailures, InProgress: MaxFailures, Failed: MaxFailures}}
+	for i := range MaxFailures {
+		r.Status.Failures = append(r.Status.Failures, Failure{Node: fmt.Sprintf("ip-10-0-0-%d.eu-central-1.compute.internal", i), Error: msg})
 	}
-	undo, _, err := Plan(Request{Namespace: "kube-system", Name: "undo", UndoOf: r}, Facts{})
+	bound(r)
+}
+
+func assertSize(t *testing.T, r *Rollout, what string, limit int) {
+	t.Helper()
+	data, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(undo.Spec.Nodes) != len(names) {
-		t.Fatalf("the undo covers %d nodes, want %d", len(undo.Spec.Nodes), len(names))
+	if len(data) > limit {
+		t.Errorf("%s encodes in %d bytes, over %d", what, len(data), limit)
 	}
-	data, err := json.Marshal(undo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if limit := 1 << 20; len(data) > limit {
-		t.Errorf("the undo encodes in %d bytes (%d per node), over %d", len(data), len(data)/5000, limit)
-	}
-	t.Logf("the undo: %d bytes, %d per node", len(data), len(data)/5000)
+	t.Logf("%s: %d bytes", what, len(data))
 }
 
 // An undo's per-node targets and pins are stored as groups, each target

@@ -184,6 +184,22 @@ func TestAuthority(t *testing.T) {
 			_, err = dynAs(t, authOperator).Resource(rollout.Resource).Namespace(source.DefaultNamespace).Create(ctx,
 				rawRollout(t, c, "auth-r-raw", n.Name, "auth-r-safe", nil, true), metav1.CreateOptions{})
 			forbidden(t, "a rollout that drains, created by hand", err, source.EvictionDenied)
+			// A rollout over a selector that drains every node, and an undo
+			// whose nodes' marks give back a pin that allows the class.
+			bySelector := rawRollout(t, c, "auth-r-raw", n.Name, "auth-r-safe", nil, false)
+			spec := bySelector.Object["spec"].(map[string]any)
+			delete(spec, "nodes")
+			spec["selector"], spec["drainAll"] = "kubernetes.io/hostname="+n.Name, true
+			_, err = dynAs(t, authOperator).Resource(rollout.Resource).Namespace(source.DefaultNamespace).Create(ctx, bySelector, metav1.CreateOptions{})
+			forbidden(t, "a rollout over a selector that drains every node, created by hand", err, source.EvictionDenied)
+			undo := rawRollout(t, c, "auth-r-raw", n.Name, "auth-r-safe", nil, false)
+			spec = undo.Object["spec"].(map[string]any)
+			delete(spec, "nodes")
+			delete(spec, "config")
+			delete(spec, "pin")
+			spec["undoOf"], spec["undoOfUID"], spec["allowUnsafe"] = "some", "0f6b1c0e-5a49-4d55-9d43-4a8b1d3e0c11", []any{authClass}
+			_, err = dynAs(t, authOperator).Resource(rollout.Resource).Namespace(source.DefaultNamespace).Create(ctx, undo, metav1.CreateOptions{})
+			forbidden(t, "an undo giving back pins that allow "+authClass+", created by hand", err, denial)
 		})
 		// A rollout of the safe classes is the role's to start.
 		mustDKC(t, c, "", "--as", authOperator, "rollout", "start", n.Name, "--config", "auth-r-safe", "--name", "auth-r-safe")

@@ -203,9 +203,14 @@ func rolloutTable(wide bool) func(runtime.Object) (*metav1.Table, error) {
 		t := table.New(columns...)
 		for i := range list.Items {
 			r := &list.Items[i]
-			done := r.Status.Counts.Updated + r.Status.Counts.Skipped
+			c := r.Status.Counts
+			done := c.Updated + c.Skipped
+			nodes := len(r.Spec.Nodes)
+			if !rollout.Lists(r) {
+				nodes = c.Waiting + c.InProgress + c.Updated + c.Skipped + c.Failed
+			}
 			cells := []any{r.Name, string(r.State()), table.OrNone(r.Labels[pool.Label]), table.OrNone(r.Labels[pool.RevisionLabel]),
-				rollout.DescribeTarget(r.Spec.Config), len(r.Spec.Nodes), done, duration.HumanDuration(time.Since(r.CreationTimestamp.Time))}
+				rollout.DescribeTarget(r.Spec.Config), nodes, done, duration.HumanDuration(time.Since(r.CreationTimestamp.Time))}
 			if wide {
 				cells = append(cells, r.Spec.MaxUnavailable.String(), r.Spec.Canary, table.OrNone(table.OneLine(r.Status.Reason)))
 			}

@@ -189,7 +189,7 @@ func TestPrintPlan(t *testing.T) {
 		}
 		spec.Windows = append(spec.Windows, w)
 	}
-	if err := o.printPlan(rollout.New("kube-system", "r1", spec)); err != nil {
+	if err := o.printPlan(rollout.New("kube-system", "r1", spec), nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes, starts nodes only in the windows Mon,Tue,Wed,Thu,Fri 22:00 4h0m0s Europe/Berlin; Sun 10:00 1h30m0s

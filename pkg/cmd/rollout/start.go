@@ -278,19 +278,19 @@ func (o *StartOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.DryRun != util.DryRunClient {
-		if err := util.CheckAuthority(ctx, o.Client, allow, len(r.Spec.Drain) > 0); err != nil {
+		if err := util.CheckAuthority(ctx, o.Client, allow, rollout.Drains(r)); err != nil {
 			return fmt.Errorf("start rollout %q: %w", r.Name, err)
 		}
 	}
 	switch o.DryRun {
 	case util.DryRunClient:
-		return o.printPlan(r)
+		return o.printPlan(r, nodes)
 	case util.DryRunServer:
 		created, err := store.Create(ctx, r, true)
 		if err != nil {
 			return err
 		}
-		return o.printPlan(created)
+		return o.printPlan(created, nodes)
 	}
 	created, err := store.Create(ctx, r, false)
 	if err != nil {
@@ -317,6 +317,7 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 		Config:                  o.target(),
 		AllowUnsafe:             allow,
 		Selector:                o.Nodes.Selector,
+		BySelector:              len(o.Nodes.Names) == 0,
 		MaxUnavailable:          &maxUnavailable,
 		Canary:                  &o.Canary,
 		Soak:                    o.Soak,
@@ -357,11 +358,19 @@ func printWarnings(errOut io.Writer, warnings []string) {
 	}
 }
 
-// printPlan prints the waves of a rollout that was not created, or the
-// object with -o.
-func (o *StartOptions) printPlan(r *rollout.Rollout) error {
+// printPlan prints the waves of a rollout that was not created, over
+// nodes, or the object with -o.
+func (o *StartOptions) printPlan(r *rollout.Rollout, nodes []corev1.Node) error {
 	if *o.PrintFlags.OutputFormat != "" {
 		return o.Printer.PrintObj(r, o.Out)
+	}
+	ptrs := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		ptrs[i] = &nodes[i]
+	}
+	r, err := rollout.Resolve(r, ptrs, nil)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(o.Out, "rollout/%s%s: %s\n", r.Name, util.DryRunSuffix(o.DryRun), rollout.Headline(r))
 	columns := []string{"Wave", "Nodes"}

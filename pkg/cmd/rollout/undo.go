@@ -190,7 +190,7 @@ func (o *UndoOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := util.CheckAuthority(ctx, o.Client, rollout.AllowedClasses(r), len(r.Spec.Drain) > 0); err != nil {
+	if err := util.CheckAuthority(ctx, o.Client, rollout.AllowedClasses(r), rollout.Drains(r)); err != nil {
 		return fmt.Errorf("undo rollout %q: %w", orig.Name, err)
 	}
 	if !orig.State().Terminal() {
@@ -233,26 +233,20 @@ func (o *UndoOptions) plan(ctx context.Context, orig *rollout.Rollout, errOut io
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	var nodes []corev1.Node
-	byName := map[string]*corev1.Node{}
-	for i, n := range list.Items {
-		if slices.Contains(orig.Spec.Nodes, n.Name) {
-			nodes = append(nodes, n)
-			byName[n.Name] = &list.Items[i]
-		}
-	}
 	// Which nodes orig started, and what each ran before, is on the nodes.
-	orig, _, _, err = rollout.Live(orig, func(name string) (*corev1.Node, error) { return byName[name], nil }, metav1.NowMicro())
-	if err != nil {
-		return nil, err
+	var nodes []corev1.Node
+	var targets []*corev1.NodeConfigSource
+	for _, n := range list.Items {
+		m, err := rollout.MarkOf(&n)
+		if err != nil || m == nil || m.UID != orig.UID {
+			continue
+		}
+		nodes = append(nodes, n)
+		if m.Previous != nil && !slices.ContainsFunc(targets, func(t *corev1.NodeConfigSource) bool { return source.Equal(t, m.Previous) }) {
+			targets = append(targets, m.Previous)
+		}
 	}
 	req.UndoOf = orig
-	var targets []*corev1.NodeConfigSource
-	for _, n := range orig.Spec.Nodes {
-		if prev := orig.NodeStatus(n).Previous; prev != nil && !slices.ContainsFunc(targets, func(t *corev1.NodeConfigSource) bool { return source.Equal(t, prev) }) {
-			targets = append(targets, prev)
-		}
-	}
 	facts, err := factsReader(o.Client, errOut).Read(ctx, nodes, nil, targets)
 	if err != nil {
 		return nil, err

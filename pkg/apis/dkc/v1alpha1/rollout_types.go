@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -87,7 +88,7 @@ type NodeConfigRollout struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.aborted) || !oldSelf.aborted || (has(self.aborted) && self.aborted)",message="an aborted rollout stays aborted; start a new one"
 // +kubebuilder:validation:XValidation:rule="has(self.config) == has(oldSelf.config) && has(self.pin) == has(oldSelf.pin) && has(self.targets) == has(oldSelf.targets)",message="the config, pin and targets of a rollout do not change; start a new one"
-// +kubebuilder:validation:XValidation:rule="has(self.targetPins) == has(oldSelf.targetPins) && has(self.selector) == has(oldSelf.selector) && has(self.maxUnavailable) == has(oldSelf.maxUnavailable) && has(self.canary) == has(oldSelf.canary) && has(self.soak) == has(oldSelf.soak) && has(self.orderByLabel) == has(oldSelf.orderByLabel) && has(self.drain) == has(oldSelf.drain) && has(self.drainOptions) == has(oldSelf.drainOptions) && has(self.undoOf) == has(oldSelf.undoOf) && has(self.windows) == has(oldSelf.windows)",message="only paused and aborted change after a rollout is created; start a new one"
+// +kubebuilder:validation:XValidation:rule="has(self.targetPins) == has(oldSelf.targetPins) && has(self.selector) == has(oldSelf.selector) && has(self.maxUnavailable) == has(oldSelf.maxUnavailable) && has(self.canary) == has(oldSelf.canary) && has(self.soak) == has(oldSelf.soak) && has(self.orderByLabel) == has(oldSelf.orderByLabel) && has(self.drain) == has(oldSelf.drain) && has(self.drainOptions) == has(oldSelf.drainOptions) && has(self.undoOf) == has(oldSelf.undoOf) && has(self.windows) == has(oldSelf.windows) && has(self.nodes) == has(oldSelf.nodes) && has(self.drainAll) == has(oldSelf.drainAll) && has(self.undoOfUID) == has(oldSelf.undoOfUID) && has(self.allowUnsafe) == has(oldSelf.allowUnsafe)",message="only paused and aborted change after a rollout is created; start a new one"
 type NodeConfigRolloutSpec struct {
 	// Paused asks that no further node be started until it is false again;
 	// nodes already started finish. The driver moves State between Running
@@ -125,14 +126,18 @@ type NodeConfigRolloutSpec struct {
 	// +kubebuilder:validation:MaxItems=5000
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable"
 	TargetPins TargetPins `json:"targetPins,omitempty"`
-	// Nodes lists the nodes in rollout order.
+	// Nodes lists the nodes in rollout order, when the operator named
+	// them. Without it the rollout covers the nodes Selector selects, as
+	// they are at each step (an undo: the nodes the undone rollout's marks
+	// name), so that its size does not grow with the fleet.
+	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=5000
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable"
-	Nodes []string `json:"nodes"`
-	// Selector is the label selector the nodes were chosen by (-l), for
-	// display; "" for named nodes or --all.
+	Nodes []string `json:"nodes,omitempty"`
+	// Selector is the label selector of the nodes (-l; "" selects every
+	// node). When Nodes is set it only tells how they were chosen.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
@@ -169,6 +174,12 @@ type NodeConfigRolloutSpec struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
 	Drain []string `json:"drain,omitempty"`
+	// DrainAll: every node of a rollout that does not list its nodes is
+	// cordoned and drained before its assignment (an undo: also those
+	// the undone rollout did not drain).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
+	DrainAll bool `json:"drainAll,omitempty"`
 	// DrainOptions are kubectl drain's knobs.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
@@ -178,6 +189,23 @@ type NodeConfigRolloutSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
 	UndoOf string `json:"undoOf,omitempty"`
+	// UndoOfUID is the UID of the rollout this one undoes. An undo that
+	// does not list its nodes covers those whose mark names this UID (and
+	// its own), and sends each back to the assignment its mark recorded.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
+	UndoOfUID types.UID `json:"undoOfUID,omitempty"`
+	// AllowUnsafe are the unsafe classes that the pins an undo gives back
+	// allow, as its author was admitted for them: the union of the
+	// previous pins its marks recorded when it was planned. A node whose
+	// recorded pin allows more gets no pin, and its agent refuses it.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
+	AllowUnsafe []string `json:"allowUnsafe,omitempty"`
 	// Windows are the maintenance windows in which nodes start; none means
 	// at any time. Outside every window no node starts, nodes already
 	// started finish, and the rollout's reason is OutsideWindow with the
@@ -209,8 +237,9 @@ type NodeConfigRolloutStatus struct {
 	// +optional
 	State RolloutState `json:"state,omitempty"`
 	// Reason says why the rollout halted or was aborted: for a halt, the
-	// node and its error.
+	// node and its error; at most MaxMessageBytes.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 	// Wave is the index of the newest wave the rollout entered.
 	// +optional
@@ -265,10 +294,16 @@ type RolloutCounts struct {
 // MaxFailures bounds NodeConfigRolloutStatus.Failures.
 const MaxFailures = 10
 
+// MaxMessageBytes bounds the status's reason and each failure's error, so
+// that a rollout's size does not depend on what its nodes report.
+const MaxMessageBytes = 1024
+
 // RolloutFailure is a node that failed, with its error.
 type RolloutFailure struct {
 	// +kubebuilder:validation:MaxLength=253
-	Node  string `json:"node"`
+	Node string `json:"node"`
+	// Error is the node's error, at most MaxMessageBytes.
+	// +kubebuilder:validation:MaxLength=1024
 	Error string `json:"error"`
 }
 

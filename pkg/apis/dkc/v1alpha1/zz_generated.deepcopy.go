@@ -278,6 +278,11 @@ func (in *NodeConfigRolloutSpec) DeepCopyInto(out *NodeConfigRolloutSpec) {
 		copy(*out, *in)
 	}
 	out.DrainOptions = in.DrainOptions
+	if in.AllowUnsafe != nil {
+		in, out := &in.AllowUnsafe, &out.AllowUnsafe
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Windows != nil {
 		in, out := &in.Windows, &out.Windows
 		*out = make(Windows, len(*in))
