@@ -41,6 +41,9 @@ type Options struct {
 	// QPS and Burst limit the controller's requests to the apiserver.
 	QPS   float32
 	Burst int
+	// Alertmanagers is --alertmanager-url: the only Alertmanagers the
+	// controller asks for a rollout's spec.pauseOnAlerts.
+	Alertmanagers []string
 
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -99,6 +102,7 @@ deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of /healthz; \"0\" disables it.")
 	fl.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Requests per second to the apiserver, beyond --kube-api-burst. A rollout starts its nodes at about this rate: raise it for budgets of hundreds of nodes. The leader election has a limiter of its own.")
 	fl.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Requests to the apiserver at once before --kube-api-qps applies.")
+	fl.StringArrayVar(&o.Alertmanagers, "alertmanager-url", o.Alertmanagers, "An Alertmanager the controller may ask for the alerts that hold a rollout (spec.pauseOnAlerts), repeatable. It asks no other: a rollout or pool that names another starts no node (AlertmanagerNotAllowed). None: rollouts that pause on alerts start no node.")
 	return cmd
 }
 
@@ -140,6 +144,11 @@ func (o *Options) Validate() error {
 	if o.QPS <= 0 || o.Burst < 1 {
 		return fmt.Errorf("invalid rate limit: want --kube-api-qps (%g) > 0 and --kube-api-burst (%d) >= 1", o.QPS, o.Burst)
 	}
+	for _, u := range o.Alertmanagers {
+		if err := rollout.ValidateAlertmanagerURL(u); err != nil {
+			return fmt.Errorf("invalid --alertmanager-url: %w", err)
+		}
+	}
 	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
 		return fmt.Errorf("invalid leader election timings: want 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 			o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
@@ -172,7 +181,10 @@ func (o *Options) Run(ctx context.Context) error {
 		// Each rollout's Lease names this replica and keeps the timings of
 		// the controller's.
 		Options: rollout.Options{Identity: o.Identity,
-			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod},
+			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+			// The controller asks only the Alertmanagers it was given: a
+			// rollout's author does not choose what it fetches.
+			RestrictAlertmanagers: true, Alertmanagers: o.Alertmanagers},
 	}
 	e := &lease.Election{
 		Client: o.Lease, Namespace: o.Namespace, Name: controller.LeaseName, Identity: o.Identity,

@@ -60,6 +60,10 @@ type StartOptions struct {
 	// Windows is --window: the maintenance windows in which nodes start,
 	// each in the form rollout.WindowForm.
 	Windows []string
+	// PauseOnAlert is --pause-on-alert: the Alertmanager whose alerts
+	// hold the rollout, and AlertMatchers --alert-matcher, the alerts.
+	PauseOnAlert  string
+	AlertMatchers []string
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
@@ -119,6 +123,8 @@ and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
 	fl.StringArrayVar(&o.Windows, "window", o.Windows, "A maintenance window in which nodes start, repeatable: 'DAYS HH:MM DURATION [TIME-ZONE]', e.g. 'Mon-Fri 22:00 4h Europe/Berlin'. Outside every window no node starts; nodes already started finish.")
+	fl.StringVar(&o.PauseOnAlert, "pause-on-alert", o.PauseOnAlert, "An Alertmanager's URL (http://alertmanager.monitoring:9093): while an alert matching --alert-matcher fires there, no node starts; nodes already started finish. An Alertmanager that does not answer holds the rollout too. The controller asks only the Alertmanagers of its --alertmanager-url.")
+	fl.StringArrayVar(&o.AlertMatchers, "alert-matcher", o.AlertMatchers, "With --pause-on-alert, the alerts that hold the rollout, repeatable, each to match: name=value, name!=value, name=~regex or name!~regex (severity=critical). None: every alert that fires.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
@@ -200,6 +206,9 @@ func (o *StartOptions) Validate() error {
 		return errors.New("--soak, --timeout and --drain-timeout must not be negative")
 	}
 	if _, err := o.windows(); err != nil {
+		return err
+	}
+	if _, err := o.pauseOnAlerts(); err != nil {
 		return err
 	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
@@ -310,6 +319,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 func (o *StartOptions) request(allow []string) rollout.Request {
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
 	windows, _ := o.windows()
+	alerts, _ := o.pauseOnAlerts()
 	return rollout.Request{
 		Namespace:               o.Namespace,
 		Name:                    o.Name,
@@ -326,7 +336,23 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 		DrainForce:              o.DrainForce,
 		DrainDeleteEmptyDirData: o.DrainEmptyDir,
 		Windows:                 windows,
+		PauseOnAlerts:           alerts,
 	}
+}
+
+// pauseOnAlerts parses --pause-on-alert and --alert-matcher.
+func (o *StartOptions) pauseOnAlerts() (*rollout.PauseOnAlerts, error) {
+	if o.PauseOnAlert == "" {
+		if len(o.AlertMatchers) > 0 {
+			return nil, errors.New("--alert-matcher needs --pause-on-alert: the Alertmanager to ask")
+		}
+		return nil, nil
+	}
+	p := &rollout.PauseOnAlerts{Alertmanager: o.PauseOnAlert, Matchers: o.AlertMatchers}
+	if err := rollout.ValidatePauseOnAlerts(p, "pauseOnAlerts"); err != nil {
+		return nil, fmt.Errorf("invalid --pause-on-alert or --alert-matcher: %w", err)
+	}
+	return p, nil
 }
 
 // windows parses --window.

@@ -132,3 +132,18 @@ func TestStartRequestsWindows(t *testing.T) {
 		t.Errorf("windows (-want +got):\n%s", diff)
 	}
 }
+
+// TestStartRequestsPauseOnAlerts: --pause-on-alert and --alert-matcher
+// reach the rollout's request.
+func TestStartRequestsPauseOnAlerts(t *testing.T) {
+	o := NewStartOptions(genericiooptions.NewTestIOStreamsDiscard())
+	o.PauseOnAlert, o.AlertMatchers = "http://127.0.0.1:9093", []string{"severity=critical"}
+	want := &rollout.PauseOnAlerts{Alertmanager: "http://127.0.0.1:9093", Matchers: []string{"severity=critical"}}
+	if diff := cmp.Diff(want, o.request(nil).PauseOnAlerts); diff != "" {
+		t.Errorf("pauseOnAlerts (-want +got):\n%s", diff)
+	}
+	o.PauseOnAlert, o.AlertMatchers = "", nil
+	if got := o.request(nil).PauseOnAlerts; got != nil {
+		t.Errorf("pauseOnAlerts without the flags: %+v, want nil", got)
+	}
+}
