@@ -62,6 +62,31 @@ func ParseAlertMatcher(s string) (string, error) {
 	return s, nil
 }
 
+// PauseOnAlertForm is the form --pause-on-alert takes, for messages.
+const PauseOnAlertForm = "'URL [MATCHERS]', e.g. 'http://alertmanager.monitoring:9093 severity=critical,team=~db|storage' (MATCHERS: comma-separated name=value, name!=value, name=~regex or name!~regex, as amtool takes them; none: every alert)"
+
+// ParsePauseOnAlert parses s, in the form of --pause-on-alert
+// (PauseOnAlertForm): an Alertmanager's URL, then, after a space, the
+// matchers of the alerts that hold the rollout, in Alertmanager's syntax
+// for a list of matchers.
+func ParsePauseOnAlert(s string) (*PauseOnAlerts, error) {
+	u, list, _ := strings.Cut(strings.TrimSpace(s), " ")
+	p := &PauseOnAlerts{Alertmanager: u}
+	if list = strings.TrimSpace(list); list != "" {
+		ms, err := compat.Matchers(list, "kubectl-dkc")
+		if err != nil {
+			return nil, fmt.Errorf("alert matchers %q: %w: the form is %s", list, err, PauseOnAlertForm)
+		}
+		for _, m := range ms {
+			p.Matchers = append(p.Matchers, m.String())
+		}
+	}
+	if err := ValidatePauseOnAlerts(p, "pauseOnAlerts"); err != nil {
+		return nil, fmt.Errorf("%w: the form is %s", err, PauseOnAlertForm)
+	}
+	return p, nil
+}
+
 // ValidatePauseOnAlerts says what is wrong with p, naming it field
 // (pauseOnAlerts, spec.strategy.pauseOnAlerts); nil p is valid.
 func ValidatePauseOnAlerts(p *PauseOnAlerts, field string) error {

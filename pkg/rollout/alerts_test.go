@@ -52,6 +52,41 @@ func TestValidatePauseOnAlerts(t *testing.T) {
 	}
 }
 
+func TestParsePauseOnAlert(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    *PauseOnAlerts
+		wantErr string
+	}{
+		"a URL alone: every alert": {in: "http://am:9093", want: &PauseOnAlerts{Alertmanager: "http://am:9093"}},
+		"matchers, each apart": {in: `http://am:9093 severity=critical,env!=dev,alertname=~"Node.*",team!~db|storage`,
+			want: &PauseOnAlerts{Alertmanager: "http://am:9093", Matchers: []string{`severity="critical"`, `env!="dev"`, `alertname=~"Node.*"`, `team!~"db|storage"`}}},
+		"in braces, with a comma and spaces in a quoted value": {in: ` http://am:9093  {summary="a, b c", severity="critical"} `,
+			want: &PauseOnAlerts{Alertmanager: "http://am:9093", Matchers: []string{`summary="a, b c"`, `severity="critical"`}}},
+		"no URL": {in: "severity=critical",
+			wantErr: `pauseOnAlerts.alertmanager: "severity=critical" is not an http or https URL without user, query or fragment, such as http://alertmanager.monitoring:9093: the form is ` + PauseOnAlertForm},
+		"a matcher without an operator": {in: "http://am:9093 critical",
+			wantErr: `alert matchers "critical": bad matcher format: critical: the form is ` + PauseOnAlertForm},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParsePauseOnAlert(tc.in)
+			if diff := cmp.Diff(tc.wantErr, errString(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	// What it parsed is valid, and parses the same again.
+	p, _ := ParsePauseOnAlert(`http://am:9093 team=~"db|storage"`)
+	again, err := ParsePauseOnAlert(p.Alertmanager + " " + strings.Join(p.Matchers, ","))
+	if err != nil || !cmp.Equal(p, again) {
+		t.Errorf("parsed again: %+v, %v; want %+v", again, err, p)
+	}
+}
+
 func TestAlertmanagerAllowed(t *testing.T) {
 	allowed := []string{"http://alertmanager.monitoring:9093", "https://am.example.com/prefix/"}
 	tests := map[string]bool{

@@ -89,7 +89,7 @@ func TestPauseOnAlerts(t *testing.T) {
 			t.Fatal(err)
 		}
 		bg := startDKCBackground(t, c, "rollout", "start", "--config", "alerts-a", n, "--name", "al",
-			"--pause-on-alert", am.URL, "--alert-matcher", "severity=critical", "--wait", "--timeout", "5m")
+			"--pause-on-alert", am.URL+" severity=critical", "--wait", "--timeout", "5m")
 		want := `PausedOnAlert: alert "NodeDown" is firing on ` + am.URL + `; no node starts until it clears`
 		reasonIs(t, "al", want, bg)
 		if out := readDKC(t, c, "rollout", "status", "al").Stdout; !strings.Contains(out, want) {

@@ -60,16 +60,14 @@ func TestStartValidate(t *testing.T) {
 		"a bad window": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h", "weekends 10:00 2h"} }),
 			wantErr: `invalid --window: window "weekends 10:00 2h": day "weekends" is not one of Mon, Tue, Wed, Thu, Fri, Sat, Sun: the form is ` + rollout.WindowForm},
 		"pause on alerts": {opts: valid(func(o *StartOptions) {
-			o.PauseOnAlert, o.AlertMatchers = "http://alertmanager.monitoring:9093", []string{"severity=critical", `alertname=~"Node.*"`}
+			o.PauseOnAlert = `http://alertmanager.monitoring:9093 severity=critical,alertname=~"Node.*"`
 		})},
-		"an alert matcher without an Alertmanager": {opts: valid(func(o *StartOptions) { o.AlertMatchers = []string{"severity=critical"} }),
-			wantErr: "--alert-matcher needs --pause-on-alert: the Alertmanager to ask"},
-		"an Alertmanager that is no http URL": {opts: valid(func(o *StartOptions) { o.PauseOnAlert = "alertmanager:9093" }),
-			wantErr: `invalid --pause-on-alert or --alert-matcher: pauseOnAlerts.alertmanager: "alertmanager:9093" is not an http or https URL without user, query or fragment, such as http://alertmanager.monitoring:9093`},
+		"an Alertmanager that is no http URL": {opts: valid(func(o *StartOptions) { o.PauseOnAlert = "alertmanager:9093 severity=critical" }),
+			wantErr: `invalid --pause-on-alert: pauseOnAlerts.alertmanager: "alertmanager:9093" is not an http or https URL without user, query or fragment, such as http://alertmanager.monitoring:9093: the form is ` + rollout.PauseOnAlertForm},
 		"a bad alert matcher": {opts: valid(func(o *StartOptions) {
-			o.PauseOnAlert, o.AlertMatchers = "http://alertmanager.monitoring:9093", []string{"severity=critical", "severity"}
+			o.PauseOnAlert = "http://alertmanager.monitoring:9093 severity=critical,severity"
 		}),
-			wantErr: `invalid --pause-on-alert or --alert-matcher: pauseOnAlerts.matchers[1]: alert matcher "severity": bad matcher format: severity: the form is name=value, name!=value, name=~regex or name!~regex, such as severity=critical`},
+			wantErr: `invalid --pause-on-alert: alert matchers "severity=critical,severity": bad matcher format: severity: the form is ` + rollout.PauseOnAlertForm},
 		"force without drain": {opts: valid(func(o *StartOptions) { o.DrainForce = true }), wantErr: "--drain-force and --drain-delete-emptydir-data need --drain"},
 		"bad name":            {opts: valid(func(o *StartOptions) { o.Name = "Bad_Name" }), wantErr: `invalid --name "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 	}

@@ -61,9 +61,9 @@ type StartOptions struct {
 	// each in the form rollout.WindowForm.
 	Windows []string
 	// PauseOnAlert is --pause-on-alert: the Alertmanager whose alerts
-	// hold the rollout, and AlertMatchers --alert-matcher, the alerts.
-	PauseOnAlert  string
-	AlertMatchers []string
+	// hold the rollout, and the matchers of those alerts, in the form
+	// rollout.PauseOnAlertForm.
+	PauseOnAlert string
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
@@ -98,8 +98,7 @@ func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.
 		Short: "Roll a kubelet config out over nodes: a canary, then waves under a budget",
 		Long: `Roll a kubelet config out over nodes: --canary nodes first, then the rest,
 never more than --max-unavailable down at once, halting on a node's error.
---dry-run prints the waves and, per node, the classes the config changes
-and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
+--dry-run prints the waves and each node's --allow-unsafe (docs/rollout.md).`,
 		Example: `  # Every node: one canary, then one node at a time; follow it here
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
@@ -123,8 +122,7 @@ and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
 	fl.StringArrayVar(&o.Windows, "window", o.Windows, "A maintenance window in which nodes start, repeatable: 'DAYS HH:MM DURATION [TIME-ZONE]', e.g. 'Mon-Fri 22:00 4h Europe/Berlin'. Outside every window no node starts; nodes already started finish.")
-	fl.StringVar(&o.PauseOnAlert, "pause-on-alert", o.PauseOnAlert, "An Alertmanager's URL (http://alertmanager.monitoring:9093): while an alert matching --alert-matcher fires there, no node starts; nodes already started finish. An Alertmanager that does not answer holds the rollout too. The controller asks only the Alertmanagers of its --alertmanager-url.")
-	fl.StringArrayVar(&o.AlertMatchers, "alert-matcher", o.AlertMatchers, "With --pause-on-alert, the alerts that hold the rollout, repeatable, each to match: name=value, name!=value, name=~regex or name!~regex (severity=critical). None: every alert that fires.")
+	fl.StringVar(&o.PauseOnAlert, "pause-on-alert", o.PauseOnAlert, "'URL [MATCHERS]': an Alertmanager and, in its syntax, the alerts that hold the rollout, e.g. 'http://alertmanager.monitoring:9093 severity=critical,team=~db|storage' (none: every alert). While one fires, or the Alertmanager does not answer, no node starts; nodes already started finish. The controller asks only those of its --alertmanager-url.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
@@ -340,17 +338,14 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 	}
 }
 
-// pauseOnAlerts parses --pause-on-alert and --alert-matcher.
+// pauseOnAlerts parses --pause-on-alert.
 func (o *StartOptions) pauseOnAlerts() (*rollout.PauseOnAlerts, error) {
 	if o.PauseOnAlert == "" {
-		if len(o.AlertMatchers) > 0 {
-			return nil, errors.New("--alert-matcher needs --pause-on-alert: the Alertmanager to ask")
-		}
 		return nil, nil
 	}
-	p := &rollout.PauseOnAlerts{Alertmanager: o.PauseOnAlert, Matchers: o.AlertMatchers}
-	if err := rollout.ValidatePauseOnAlerts(p, "pauseOnAlerts"); err != nil {
-		return nil, fmt.Errorf("invalid --pause-on-alert or --alert-matcher: %w", err)
+	p, err := rollout.ParsePauseOnAlert(o.PauseOnAlert)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --pause-on-alert: %w", err)
 	}
 	return p, nil
 }
