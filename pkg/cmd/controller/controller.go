@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -86,7 +89,8 @@ phase before it assigns it, so a takeover starts no node twice and keeps the
 budget. kubectl dkc rollout start, pause, resume, abort and undo only change
 the rollout objects when a controller leads.
 
-It serves /healthz (this process is alive) on --health-bind-address. It
+It serves /healthz (this process is alive) and /metrics (the leader's
+dkc_controller_rollouts{state}) on --health-bind-address. It
 exits with status 1 when it loses the lease, to start again as a standby.
 deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 		Example: `  # Run the controller against the current kubeconfig's cluster
@@ -99,7 +103,7 @@ deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 	fl.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a standby waits after the leader's last renewal before it takes over.")
 	fl.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader tries to renew the lease before it stops leading; less than the lease duration.")
 	fl.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often the replicas try to acquire or renew the lease.")
-	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of /healthz; \"0\" disables it.")
+	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of /healthz and /metrics; \"0\" disables them.")
 	fl.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Requests per second to the apiserver, beyond --kube-api-burst. A rollout starts its nodes at about this rate: raise it for budgets of hundreds of nodes. The leader election has a limiter of its own.")
 	fl.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Requests to the apiserver at once before --kube-api-qps applies.")
 	fl.StringArrayVar(&o.Alertmanagers, "alertmanager-url", o.Alertmanagers, "An Alertmanager the controller may ask for the alerts that hold a rollout (spec.pauseOnAlerts), repeatable. It asks no other: a rollout or pool that names another starts no node (AlertmanagerNotAllowed). None: rollouts that pause on alerts start no node.")
@@ -162,17 +166,6 @@ func (o *Options) Run(ctx context.Context) error {
 	defer stopSignals()
 	logger := klog.Background().WithName("controller").WithValues("identity", o.Identity)
 	ctx = klog.NewContext(ctx, logger)
-	if o.HealthBindAddress != "0" {
-		ln, err := net.Listen("tcp", o.HealthBindAddress)
-		if err != nil {
-			return fmt.Errorf("serve /healthz: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-	}
 	c := &controller.Controller{
 		Kube:  o.Kube,
 		Store: &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
@@ -185,6 +178,20 @@ func (o *Options) Run(ctx context.Context) error {
 			// The controller asks only the Alertmanagers it was given: a
 			// rollout's author does not choose what it fetches.
 			RestrictAlertmanagers: true, Alertmanagers: o.Alertmanagers},
+	}
+	if o.HealthBindAddress != "0" {
+		ln, err := net.Listen("tcp", o.HealthBindAddress)
+		if err != nil {
+			return fmt.Errorf("serve /healthz and /metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(c.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
 	}
 	e := &lease.Election{
 		Client: o.Lease, Namespace: o.Namespace, Name: controller.LeaseName, Identity: o.Identity,
