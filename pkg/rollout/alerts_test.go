@@ -15,10 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
-	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 func TestValidatePauseOnAlerts(t *testing.T) {
@@ -314,47 +310,14 @@ func TestRunPausesOnAlert(t *testing.T) {
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2),
 		PauseOnAlerts: &PauseOnAlerts{Alertmanager: srv.URL, Matchers: []string{"severity=critical"}}})
-	clock := testingclock.NewFakeClock(t0)
-
-	type result struct {
-		r   *Rollout
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := Run(ctx, client, store, "r1", Options{Clock: clock, Resync: time.Hour, AlertInterval: 15 * time.Second, HTTPClient: srv.Client()})
-		done <- result{r, err}
-	}()
-	want := `PausedOnAlert: alert "NodeDown" is firing on ` + srv.URL + `; no node starts until it clears`
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, err := store.Get(ctx, "r1")
-		return err == nil && r.Status.Reason == want, nil
-	}); err != nil {
-		t.Fatalf("rollout never said %q: %v", want, err)
-	}
-	// The driver waits on a timer to ask again, not on a resync.
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return clock.HasWaiters(), nil
-	}); err != nil {
-		t.Fatal("the driver set no timer")
-	}
+	h := runHeld(ctx, t, client, store, Options{AlertInterval: 15 * time.Second, HTTPClient: srv.Client()},
+		`PausedOnAlert: alert "NodeDown" is firing on `+srv.URL+`; no node starts until it clears`)
 	asked := am.asked()
 	am.set()
-	clock.Step(14 * time.Second)
-	for _, n := range names {
-		node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if src, _, _ := source.Assigned(node); src != nil {
-			t.Errorf("node %s assigned %s before the driver asked again", n, DescribeTarget(src))
-		}
-	}
-	clock.Step(time.Second)
-	res := <-done
-	if res.err != nil || res.r.Status.State != Done || res.r.Status.Reason != "" {
-		t.Fatalf("Run: %v, state %s, reason %q; want Done with no reason", res.err, res.r.Status.State, res.r.Status.Reason)
-	}
+	h.clock.Step(14 * time.Second)
+	noneAssigned(ctx, t, client, names, "before the driver asked again")
+	h.clock.Step(time.Second)
+	h.finished(t)
 	if am.asked() <= asked {
 		t.Error("the driver finished without asking the Alertmanager again")
 	}
