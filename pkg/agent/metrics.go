@@ -53,6 +53,7 @@ type Metrics struct {
 	ApplyDuration prometheus.Histogram
 	PhaseDuration *prometheus.HistogramVec
 	SyncErrors    prometheus.Counter
+	PinMismatches prometheus.Counter
 }
 
 // NewMetrics returns the agent's metrics, registered in a new registry
@@ -91,11 +92,15 @@ func NewMetrics() *Metrics {
 			Namespace: ns, Subsystem: sub, Name: "sync_errors_total",
 			Help: "Syncs that ended in an error and were retried with backoff.",
 		}),
+		PinMismatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "pin_mismatches_total",
+			Help: "Assignments refused because the ConfigMap's bytes are not the ones its assigner pinned (also counted as applies_total{result=\"refused\"}).",
+		}),
 	}
 	for _, r := range Results {
 		m.Applies.WithLabelValues(r)
 	}
-	m.Registry.MustRegister(m.Applies, m.Rollbacks, m.Resets, m.Drifts, m.ApplyDuration, m.PhaseDuration, m.SyncErrors,
+	m.Registry.MustRegister(m.Applies, m.Rollbacks, m.Resets, m.Drifts, m.ApplyDuration, m.PhaseDuration, m.SyncErrors, m.PinMismatches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

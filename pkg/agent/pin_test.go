@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,7 @@ func TestPinnedBytesOnly(t *testing.T) {
 			// Reported once, not on every sync.
 			e.sync(t)
 			diff(t, "events after another sync", []string(nil), e.events())
+			diff(t, "dkc_agent_pin_mismatches_total", 1.0, testutil.ToFloat64(e.a.Metrics.PinMismatches))
 
 			// Assigning again pins the new bytes.
 			e.assign(t, "a")

@@ -117,6 +117,9 @@ func (a *Agent) remember(ctx context.Context, d decision) {
 	}
 	if d.memo.refuse != nil {
 		a.refused = d.memo.refuse
+		if d.memo.refuse.err.reason == ReasonPinMismatch {
+			a.Metrics.PinMismatches.Inc()
+		}
 	}
 	if d.memo.count != "" {
 		a.Metrics.Applies.WithLabelValues(d.memo.count).Inc()

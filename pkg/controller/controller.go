@@ -84,7 +84,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watch nodeconfigrollouts: %w", err)
 	}
+	c.mu.Lock() // the metrics' collector reads it
 	c.indexer = inf.GetIndexer()
+	c.mu.Unlock()
 	// One informer on the nodes, for the pools and every rollout's engine.
 	nf := informers.NewSharedInformerFactory(c.Kube, 0)
 	nodes := nf.Core().V1().Nodes().Informer()

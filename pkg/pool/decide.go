@@ -95,6 +95,9 @@ func Decide(in Input) Output {
 	if err := p.Spec.Strategy.Windows.Validate("spec.strategy.windows"); err != nil {
 		return stalled(out, in.Now, ReasonInvalidWindow, err.Error())
 	}
+	if err := rollout.ValidatePauseOnAlerts(p.Spec.Strategy.PauseOnAlerts, "spec.strategy.pauseOnAlerts"); err != nil {
+		return stalled(out, in.Now, ReasonInvalidPauseOnAlerts, err.Error())
+	}
 	st.Nodes.Conflicting = int32(len(conflicts))
 	if len(conflicts) > 0 {
 		st.ConflictingNodes = conflicts[:min(len(conflicts), maxConflictNames)]
@@ -187,6 +190,12 @@ func Decide(in Input) Output {
 	switch {
 	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, rollout.ReasonOutsideWindow):
 		return reconciling(out, in.Now, ReasonOutsideWindow, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated; %s", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected, latest.Status.Reason))
+	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, ReasonAlertmanagerNotAllowed+":"):
+		return stalled(out, in.Now, ReasonAlertmanagerNotAllowed, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated; %s: name one of them in spec.strategy.pauseOnAlerts, or have the controller's --alertmanager-url list this one", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected, latest.Status.Reason))
+	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, ReasonPausedOnAlert+":"):
+		return reconciling(out, in.Now, ReasonPausedOnAlert, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated; %s", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected, latest.Status.Reason))
+	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, ReasonAlertsUnknown+":"):
+		return reconciling(out, in.Now, ReasonAlertsUnknown, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated; %s", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected, latest.Status.Reason))
 	case latest != nil && !latest.State().Terminal():
 		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected))
 	case latest != nil && rolloutStalled[latest.State()] != "" && generationOf(latest) >= p.Generation:
@@ -359,9 +368,10 @@ func request(p *Pool, rev int64, earlier int, target *corev1.NodeConfigSource, p
 		Config: target, AllowUnsafe: p.Spec.AllowUnsafe, Pin: pin,
 		Selector:       metav1.FormatLabelSelector(&p.Spec.NodeSelector),
 		MaxUnavailable: s.MaxUnavailable, Soak: s.Soak.Duration, OrderByLabel: s.OrderByLabel,
-		Drain:   s.Drain,
-		Overlap: rollout.WaitOnOverlap,
-		Windows: s.Windows,
+		Drain:         s.Drain,
+		Overlap:       rollout.WaitOnOverlap,
+		Windows:       s.Windows,
+		PauseOnAlerts: s.PauseOnAlerts,
 	}
 	if s.Canary != nil {
 		req.Canary = ptr.To(int(*s.Canary))

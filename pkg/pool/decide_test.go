@@ -149,6 +149,46 @@ func TestDecide(t *testing.T) {
 			},
 			cond: Stalled, reason: "InvalidWindow", msg: []string{`spec.strategy.windows[0]: time zone "Europe/Nowhere"`},
 		},
+		"while an alert holds its rollout, the pool names the alert": {
+			in: func(p *Pool) Input {
+				r := poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1", "n2")
+				r.Status.Reason = `PausedOnAlert: alert "NodeDown" is firing on http://am:9093; no node starts until it clears`
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n2", workers, "", false)},
+					Rollouts: []*rollout.Rollout{r}}
+			},
+			cond: Reconciling, reason: "PausedOnAlert", msg: []string{"workers-1", `alert "NodeDown" is firing`}, counts: Counts{Selected: 2, Available: 2},
+		},
+		"while its rollout's Alertmanager does not answer, the pool says so": {
+			in: func(p *Pool) Input {
+				r := poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1")
+				r.Status.Reason = "AlertsUnknown: no node starts until Alertmanager http://am:9093 answers: connection refused"
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}, Rollouts: []*rollout.Rollout{r}}
+			},
+			cond: Reconciling, reason: "AlertsUnknown", msg: []string{"workers-1", "connection refused"}, counts: Counts{Selected: 1, Available: 1},
+		},
+		"an Alertmanager the controller may not ask stalls the pool": {
+			in: func(p *Pool) Input {
+				r := poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1")
+				r.Status.Reason = "AlertmanagerNotAllowed: no node starts: the controller asks only the Alertmanagers it was started with (--alertmanager-url), and http://169.254.169.254 is not one of them"
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}, Rollouts: []*rollout.Rollout{r}}
+			},
+			cond: Stalled, reason: "AlertmanagerNotAllowed", msg: []string{"http://169.254.169.254 is not one of them", "--alertmanager-url list this one"}, counts: Counts{Selected: 1, Available: 1},
+		},
+		"a pool's pauseOnAlerts go into its rollouts": {
+			in: func(p *Pool) Input {
+				p.Spec.Strategy.PauseOnAlerts = &rollout.PauseOnAlerts{Alertmanager: "http://am:9093", Matchers: []string{"severity=critical"}}
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			create: []string{"n1"}, name: "workers-1",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
+		},
+		"an alert matcher that does not parse stalls the pool": {
+			in: func(p *Pool) Input {
+				p.Spec.Strategy.PauseOnAlerts = &rollout.PauseOnAlerts{Alertmanager: "http://am:9093", Matchers: []string{"critical"}}
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false)}}
+			},
+			cond: Stalled, reason: "InvalidPauseOnAlerts", msg: []string{`spec.strategy.pauseOnAlerts.matchers[0]: alert matcher "critical"`},
+		},
 		"a changed config is a new revision, and supersedes the one under way": {
 			in: func(p *Pool) Input {
 				p.Spec.ConfigSource = *ref("b")
@@ -425,6 +465,9 @@ func TestDecide(t *testing.T) {
 				}
 				if diff := cmp.Diff(p.Spec.Strategy.Windows, out.Create.Spec.Windows); diff != "" {
 					t.Errorf("windows (-pool +rollout):\n%s", diff)
+				}
+				if diff := cmp.Diff(p.Spec.Strategy.PauseOnAlerts, out.Create.Spec.PauseOnAlerts); diff != "" {
+					t.Errorf("pauseOnAlerts (-pool +rollout):\n%s", diff)
 				}
 			}
 			if diff := cmp.Diff(tc.join, out.Join); diff != "" {

@@ -86,16 +86,21 @@ const (
 	ReasonInvalidSelector         = v1alpha1.ReasonInvalidSelector
 	ReasonNodeSpecificConfig      = v1alpha1.ReasonNodeSpecificConfig
 	ReasonNeedsDrain              = v1alpha1.ReasonNeedsDrain
+	ReasonPausedOnAlert           = v1alpha1.ReasonPausedOnAlert
+	ReasonAlertsUnknown           = v1alpha1.ReasonAlertsUnknown
+	ReasonAlertmanagerNotAllowed  = v1alpha1.ReasonAlertmanagerNotAllowed
+	ReasonInvalidPauseOnAlerts    = v1alpha1.ReasonInvalidPauseOnAlerts
 )
 
 // Reasons are the reasons each condition is True with. docs/rollout.md
 // lists them, and cmd/docs_test.go holds it to this map.
 var Reasons = map[string][]string{
 	Ready:       {ReasonUpdated},
-	Reconciling: {ReasonRollingOut, ReasonOutsideWindow, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
+	Reconciling: {ReasonRollingOut, ReasonOutsideWindow, ReasonPausedOnAlert, ReasonAlertsUnknown, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
 	Stalled: {
 		ReasonRolloutHalted, ReasonRolloutAborted, ReasonDigestMismatch, ReasonConfigUnavailable,
 		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig, ReasonNeedsDrain, ReasonInvalidWindow,
+		ReasonInvalidPauseOnAlerts, ReasonAlertmanagerNotAllowed,
 	},
 }
 

@@ -38,8 +38,9 @@ type Decision struct {
 	// before it died.
 	Assign []string
 	// Wake is when the soak before the next wave ends, or, outside every
-	// maintenance window, when the next one opens, whichever comes first;
-	// zero when neither.
+	// maintenance window, when the next one opens, or, while an alert
+	// holds the rollout, when the driver asks its Alertmanager again,
+	// whichever comes first; zero when none.
 	Wake time.Time
 }
 
@@ -64,9 +65,10 @@ type Decision struct {
 // finish when every node is done; enter the next wave once every earlier
 // node is done and, with a soak, has stayed healthy that long; start the
 // current wave's waiting nodes, in order, while the budget has room, unless
-// the rollout is outside every maintenance window (windowOpen): then no
-// node starts.
-func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, now time.Time) (Decision, error) {
+// the rollout is outside every maintenance window (windowOpen), or an alert
+// holds it (alertsClear, from alerts, what the driver learnt of
+// spec.pauseOnAlerts): then no node starts.
+func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.Node, assigned map[string]bool, now time.Time, alerts Alerts) (Decision, error) {
 	stamp := metav1.NewMicroTime(now)
 	r, _ = recordPhases(r, observed, stamp)
 	d := Decision{Rollout: r}
@@ -112,8 +114,9 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 		d.Write = true
 	}
 
-	// Outside every window no node starts; those under way finish.
-	if open := windowOpen(&d, now); open && current <= r.Status.Wave {
+	// Outside every window, or while an alert fires, no node starts;
+	// those under way finish.
+	if open := windowOpen(&d, now) && alertsClear(&d, alerts); open && current <= r.Status.Wave {
 		var err error
 		if d.Start, err = start(r, waves[:r.Status.Wave+1], observed, nodes, stamp); err != nil {
 			return Decision{}, err

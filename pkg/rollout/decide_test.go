@@ -98,6 +98,8 @@ type decideInput struct {
 	nodes    map[string]*corev1.Node
 	assigned map[string]bool
 	now      time.Time
+	// alerts is what the driver learnt of spec.pauseOnAlerts.
+	alerts Alerts
 }
 
 var t0 = time.Date(2026, 11, 23, 5, 20, 0, 0, time.UTC)
@@ -135,7 +137,7 @@ func (in decideInput) decide(t *testing.T) Decision {
 		now = t0
 	}
 	before := r.DeepCopy()
-	d, err := decide(r, observed, nodes, in.assigned, now)
+	d, err := decide(r, observed, nodes, in.assigned, now, in.alerts)
 	if err != nil {
 		t.Fatalf("decide: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -103,6 +104,18 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod time the rollout's
 	// Lease (lease.Election); zero means lease's defaults.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// AlertInterval is how often, at most, the driver asks the
+	// Alertmanager of spec.pauseOnAlerts (DefaultAlertInterval when 0).
+	AlertInterval time.Duration
+	// RestrictAlertmanagers lets the driver ask only the Alertmanagers of
+	// Alertmanagers (the controller's --alertmanager-url): a rollout that
+	// names another starts no node, with reason AlertmanagerNotAllowed.
+	// Unset, it asks the one the rollout names (the CLI, with its
+	// operator's own reach).
+	RestrictAlertmanagers bool
+	Alertmanagers         []string
+	// HTTPClient asks the Alertmanager; http.DefaultClient when nil.
+	HTTPClient *http.Client
 }
 
 // DefaultStatusInterval is Options.StatusInterval's default.
@@ -146,6 +159,12 @@ func Run(ctx context.Context, client kubernetes.Interface, store *Store, name st
 	if opts.StatusInterval <= 0 {
 		opts.StatusInterval = DefaultStatusInterval
 	}
+	if opts.AlertInterval <= 0 {
+		opts.AlertInterval = DefaultAlertInterval
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = http.DefaultClient
+	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		opts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
@@ -155,7 +174,8 @@ func Run(ctx context.Context, client kubernetes.Interface, store *Store, name st
 		return nil, err
 	}
 	e := &engine{client: client, store: store, opts: opts, cur: r, rv: r.ResourceVersion, kick: make(chan struct{}, 1),
-		assigned: map[string]bool{}, marks: map[string]*Mark{}}
+		assigned: map[string]bool{}, marks: map[string]*Mark{},
+		alerts: alertPoller{client: opts.HTTPClient, interval: opts.AlertInterval, restrict: opts.RestrictAlertmanagers, allowed: opts.Alertmanagers}}
 	if e.opts.Drainer == nil {
 		e.opts.Drainer = &KubeDrainer{Client: client, Options: DrainOptions{
 			Timeout:            r.Spec.DrainOptions.Timeout.Duration,
@@ -228,7 +248,8 @@ type engine struct {
 	cur    *Rollout
 	nodes  listerscorev1.NodeLister
 	kick   chan struct{}
-	// wake is when a soak ends; zero when none.
+	// wake is when a soak ends, a window opens, or the Alertmanager is
+	// asked again (Decision.Wake); zero when none.
 	wake time.Time
 	// assigned holds the nodes this driver assigned, and marks the marks
 	// it wrote: the node cache may not show them yet.
@@ -246,6 +267,8 @@ type engine struct {
 	observations observations
 	// last is the rollout last reported while following.
 	last *Rollout
+	// alerts asks the Alertmanager of spec.pauseOnAlerts.
+	alerts alertPoller
 
 	// mu guards what the informers' handlers and the election share with
 	// the loop: the resourceVersion the loop last wrote or read, whether

@@ -60,7 +60,7 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 		}
 		return true, StateError(e.cur)
 	}
-	d, err := decide(view, observed, nodes, e.assigned, now)
+	d, err := decide(view, observed, nodes, e.assigned, now, e.alerts.alerts(lead, e.cur.Spec.PauseOnAlerts, now))
 	if err != nil {
 		return true, err
 	}

@@ -245,7 +245,7 @@ func TestExecuteDoesNotHaltWhenItsTenureEnds(t *testing.T) {
 		}
 		nodes[n] = node
 	}
-	d, err := decide(cur, map[string]Observed{"n1": idle, "n2": idle, "n3": idle}, nodes, nil, t0)
+	d, err := decide(cur, map[string]Observed{"n1": idle, "n2": idle, "n3": idle}, nodes, nil, t0, Alerts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,9 @@ type Request struct {
 	// Windows are the maintenance windows in which nodes start; none: at
 	// any time. An undo is not held to the undone rollout's windows.
 	Windows Windows
+	// PauseOnAlerts holds the rollout while an alert fires; nil: never.
+	// An undo is not held by the undone rollout's alerts.
+	PauseOnAlerts *PauseOnAlerts
 }
 
 // Facts are what the caller found in the cluster. Anything it could not
@@ -179,6 +182,10 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 		return nil, nil, err
 	}
 	spec.Windows = req.Windows.DeepCopy()
+	if err := ValidatePauseOnAlerts(req.PauseOnAlerts, "pauseOnAlerts"); err != nil {
+		return nil, nil, err
+	}
+	spec.PauseOnAlerts = req.PauseOnAlerts.DeepCopy()
 	if req.MaxUnavailable != nil {
 		spec.MaxUnavailable = *req.MaxUnavailable
 	}

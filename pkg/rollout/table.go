@@ -104,6 +104,12 @@ func Headline(r *Rollout) string {
 	if len(r.Spec.Windows) > 0 {
 		s += ", starts nodes only in the windows " + r.Spec.Windows.String()
 	}
+	if p := r.Spec.PauseOnAlerts; p != nil {
+		s += ", starts no node while an alert fires on " + p.Alertmanager
+		if len(p.Matchers) > 0 {
+			s += " matching " + strings.Join(p.Matchers, ", ")
+		}
+	}
 	return s
 }
 

@@ -9,10 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 func mustWindow(t *testing.T, s string) Window {
@@ -256,45 +253,11 @@ func TestRunWaitsForTheWindow(t *testing.T) {
 	agents.run(ctx, t)
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2),
 		Windows: Windows{mustWindow(t, "Mon 06:00 1h")}})
-	clock := testingclock.NewFakeClock(t0)
-
-	type result struct {
-		r   *Rollout
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := Run(ctx, client, store, "r1", Options{Clock: clock, Resync: time.Hour})
-		done <- result{r, err}
-	}()
-	want := "OutsideWindow: no node starts before the next maintenance window, at 2026-11-23T06:00:00Z"
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, err := store.Get(ctx, "r1")
-		return err == nil && r.Status.Reason == want, nil
-	}); err != nil {
-		t.Fatalf("rollout never said %q: %v", want, err)
-	}
-	// The driver waits on a timer to the window's start, not on a resync.
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return clock.HasWaiters(), nil
-	}); err != nil {
-		t.Fatal("the driver set no timer")
-	}
-	clock.Step(39 * time.Minute)
-	for _, n := range names {
-		node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if src, _, _ := source.Assigned(node); src != nil {
-			t.Errorf("node %s assigned %s before the window opened", n, DescribeTarget(src))
-		}
-	}
-	clock.Step(time.Minute)
-	res := <-done
-	if res.err != nil || res.r.Status.State != Done || res.r.Status.Reason != "" {
-		t.Fatalf("Run: %v, state %s, reason %q; want Done with no reason", res.err, res.r.Status.State, res.r.Status.Reason)
-	}
+	h := runHeld(ctx, t, client, store, Options{}, "OutsideWindow: no node starts before the next maintenance window, at 2026-11-23T06:00:00Z")
+	h.clock.Step(39 * time.Minute)
+	noneAssigned(ctx, t, client, names, "before the window opened")
+	h.clock.Step(time.Minute)
+	h.finished(t)
 	agents.checkBudgetAndOnce(t, names, 2)
 }
 

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -41,6 +44,9 @@ type Options struct {
 	// QPS and Burst limit the controller's requests to the apiserver.
 	QPS   float32
 	Burst int
+	// Alertmanagers is --alertmanager-url: the only Alertmanagers the
+	// controller asks for a rollout's spec.pauseOnAlerts.
+	Alertmanagers []string
 
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -83,7 +89,8 @@ phase before it assigns it, so a takeover starts no node twice and keeps the
 budget. kubectl dkc rollout start, pause, resume, abort and undo only change
 the rollout objects when a controller leads.
 
-It serves /healthz (this process is alive) on --health-bind-address. It
+It serves /healthz (this process is alive) and /metrics (the leader's
+dkc_controller_rollouts{state}) on --health-bind-address. It
 exits with status 1 when it loses the lease, to start again as a standby.
 deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 		Example: `  # Run the controller against the current kubeconfig's cluster
@@ -96,9 +103,10 @@ deploy/controller.yaml runs it; docs/rollout.md describes it.`,
 	fl.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a standby waits after the leader's last renewal before it takes over.")
 	fl.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader tries to renew the lease before it stops leading; less than the lease duration.")
 	fl.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often the replicas try to acquire or renew the lease.")
-	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of /healthz; \"0\" disables it.")
+	fl.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "host:port of /healthz and /metrics; \"0\" disables them.")
 	fl.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Requests per second to the apiserver, beyond --kube-api-burst. A rollout starts its nodes at about this rate: raise it for budgets of hundreds of nodes. The leader election has a limiter of its own.")
 	fl.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Requests to the apiserver at once before --kube-api-qps applies.")
+	fl.StringArrayVar(&o.Alertmanagers, "alertmanager-url", o.Alertmanagers, "An Alertmanager the controller may ask for the alerts that hold a rollout (spec.pauseOnAlerts), repeatable. It asks no other: a rollout or pool that names another starts no node (AlertmanagerNotAllowed). None: rollouts that pause on alerts start no node.")
 	return cmd
 }
 
@@ -140,6 +148,11 @@ func (o *Options) Validate() error {
 	if o.QPS <= 0 || o.Burst < 1 {
 		return fmt.Errorf("invalid rate limit: want --kube-api-qps (%g) > 0 and --kube-api-burst (%d) >= 1", o.QPS, o.Burst)
 	}
+	for _, u := range o.Alertmanagers {
+		if err := rollout.ValidateAlertmanagerURL(u); err != nil {
+			return fmt.Errorf("invalid --alertmanager-url: %w", err)
+		}
+	}
 	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
 		return fmt.Errorf("invalid leader election timings: want 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 			o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
@@ -153,17 +166,6 @@ func (o *Options) Run(ctx context.Context) error {
 	defer stopSignals()
 	logger := klog.Background().WithName("controller").WithValues("identity", o.Identity)
 	ctx = klog.NewContext(ctx, logger)
-	if o.HealthBindAddress != "0" {
-		ln, err := net.Listen("tcp", o.HealthBindAddress)
-		if err != nil {
-			return fmt.Errorf("serve /healthz: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-	}
 	c := &controller.Controller{
 		Kube:  o.Kube,
 		Store: &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
@@ -172,7 +174,24 @@ func (o *Options) Run(ctx context.Context) error {
 		// Each rollout's Lease names this replica and keeps the timings of
 		// the controller's.
 		Options: rollout.Options{Identity: o.Identity,
-			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod},
+			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+			// The controller asks only the Alertmanagers it was given: a
+			// rollout's author does not choose what it fetches.
+			RestrictAlertmanagers: true, Alertmanagers: o.Alertmanagers},
+	}
+	if o.HealthBindAddress != "0" {
+		ln, err := net.Listen("tcp", o.HealthBindAddress)
+		if err != nil {
+			return fmt.Errorf("serve /healthz and /metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(c.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
 	}
 	e := &lease.Election{
 		Client: o.Lease, Namespace: o.Namespace, Name: controller.LeaseName, Identity: o.Identity,

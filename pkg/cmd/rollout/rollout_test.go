@@ -59,6 +59,15 @@ func TestStartValidate(t *testing.T) {
 		"windows": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h Europe/Berlin", "Sat,Sun 00:00 48h"} })},
 		"a bad window": {opts: valid(func(o *StartOptions) { o.Windows = []string{"Mon-Fri 22:00 4h", "weekends 10:00 2h"} }),
 			wantErr: `invalid --window: window "weekends 10:00 2h": day "weekends" is not one of Mon, Tue, Wed, Thu, Fri, Sat, Sun: the form is ` + rollout.WindowForm},
+		"pause on alerts": {opts: valid(func(o *StartOptions) {
+			o.PauseOnAlert = `http://alertmanager.monitoring:9093 severity=critical,alertname=~"Node.*"`
+		})},
+		"an Alertmanager that is no http URL": {opts: valid(func(o *StartOptions) { o.PauseOnAlert = "alertmanager:9093 severity=critical" }),
+			wantErr: `invalid --pause-on-alert: pauseOnAlerts.alertmanager: "alertmanager:9093" is not an http or https URL without user, query or fragment, such as http://alertmanager.monitoring:9093: the form is ` + rollout.PauseOnAlertForm},
+		"a bad alert matcher": {opts: valid(func(o *StartOptions) {
+			o.PauseOnAlert = "http://alertmanager.monitoring:9093 severity=critical,severity"
+		}),
+			wantErr: `invalid --pause-on-alert: alert matchers "severity=critical,severity": bad matcher format: severity: the form is ` + rollout.PauseOnAlertForm},
 		"force without drain": {opts: valid(func(o *StartOptions) { o.DrainForce = true }), wantErr: "--drain-force and --drain-delete-emptydir-data need --drain"},
 		"bad name":            {opts: valid(func(o *StartOptions) { o.Name = "Bad_Name" }), wantErr: `invalid --name "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 	}
@@ -189,10 +198,11 @@ func TestPrintPlan(t *testing.T) {
 		}
 		spec.Windows = append(spec.Windows, w)
 	}
+	spec.PauseOnAlerts = &rollout.PauseOnAlerts{Alertmanager: "http://am:9093", Matchers: []string{"severity=critical", "team=~db|storage"}}
 	if err := o.printPlan(rollout.New("kube-system", "r1", spec), nil); err != nil {
 		t.Fatal(err)
 	}
-	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes, starts nodes only in the windows Mon,Tue,Wed,Thu,Fri 22:00 4h0m0s Europe/Berlin; Sun 10:00 1h30m0s
+	want := `rollout/r1 (dry run): Running, kube-system/a over 3 nodes, max unavailable 2 (2), canary 1, no soak: a freed slot goes at once to the next node, drains 1 nodes, starts nodes only in the windows Mon,Tue,Wed,Thu,Fri 22:00 4h0m0s Europe/Berlin; Sun 10:00 1h30m0s, starts no node while an alert fires on http://am:9093 matching severity=critical, team=~db|storage
 WAVE         NODES   DRAIN
 0 (canary)   n1      
 1            n2,n3   n3

@@ -60,6 +60,10 @@ type StartOptions struct {
 	// Windows is --window: the maintenance windows in which nodes start,
 	// each in the form rollout.WindowForm.
 	Windows []string
+	// PauseOnAlert is --pause-on-alert: the Alertmanager whose alerts
+	// hold the rollout, and the matchers of those alerts, in the form
+	// rollout.PauseOnAlertForm.
+	PauseOnAlert string
 
 	PrintFlags *genericclioptions.PrintFlags
 	Printer    printers.ResourcePrinter
@@ -94,8 +98,7 @@ func NewCmdStart(f genericclioptions.RESTClientGetter, streams genericiooptions.
 		Short: "Roll a kubelet config out over nodes: a canary, then waves under a budget",
 		Long: `Roll a kubelet config out over nodes: --canary nodes first, then the rest,
 never more than --max-unavailable down at once, halting on a node's error.
---dry-run prints the waves and, per node, the classes the config changes
-and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
+--dry-run prints the waves and each node's --allow-unsafe (docs/rollout.md).`,
 		Example: `  # Every node: one canary, then one node at a time; follow it here
   kubectl dkc rollout start --config my-node-config-5fd8t4bhgb --all --wait`,
 		ValidArgsFunction: util.CompleteNodeNames(f),
@@ -119,6 +122,7 @@ and the --allow-unsafe it needs. More: docs/rollout.md, "Roll out".`,
 	fl.BoolVar(&o.DrainForce, "drain-force", o.DrainForce, "Also evict pods that no controller manages, as kubectl drain --force.")
 	fl.BoolVar(&o.DrainEmptyDir, "drain-delete-emptydir-data", o.DrainEmptyDir, "Also evict pods with emptyDir volumes, whose data is lost, as kubectl drain --delete-emptydir-data.")
 	fl.StringArrayVar(&o.Windows, "window", o.Windows, "A maintenance window in which nodes start, repeatable: 'DAYS HH:MM DURATION [TIME-ZONE]', e.g. 'Mon-Fri 22:00 4h Europe/Berlin'. Outside every window no node starts; nodes already started finish.")
+	fl.StringVar(&o.PauseOnAlert, "pause-on-alert", o.PauseOnAlert, "'URL [MATCHERS]': an Alertmanager and, in its syntax, the alerts that hold the rollout, e.g. 'http://alertmanager.monitoring:9093 severity=critical,team=~db|storage' (none: every alert). While one fires, or the Alertmanager does not answer, no node starts; nodes already started finish. The controller asks only those of its --alertmanager-url.")
 	util.AddDryRunFlag(cmd, &o.DryRun, `Must be "none", "client", or "server". With client, print the planned waves; with server, also have the apiserver check the rollout object, without storing it.`)
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the rollout is done, halted or the timeout passed, and show its progress; without a controller, drive it from here.")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits; 0 means forever.")
@@ -200,6 +204,9 @@ func (o *StartOptions) Validate() error {
 		return errors.New("--soak, --timeout and --drain-timeout must not be negative")
 	}
 	if _, err := o.windows(); err != nil {
+		return err
+	}
+	if _, err := o.pauseOnAlerts(); err != nil {
 		return err
 	}
 	if err := util.ValidateDryRun(o.DryRun); err != nil {
@@ -310,6 +317,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 func (o *StartOptions) request(allow []string) rollout.Request {
 	maxUnavailable, _ := rollout.ParseMaxUnavailable(o.MaxUnavailable)
 	windows, _ := o.windows()
+	alerts, _ := o.pauseOnAlerts()
 	return rollout.Request{
 		Namespace:               o.Namespace,
 		Name:                    o.Name,
@@ -327,7 +335,20 @@ func (o *StartOptions) request(allow []string) rollout.Request {
 		DrainForce:              o.DrainForce,
 		DrainDeleteEmptyDirData: o.DrainEmptyDir,
 		Windows:                 windows,
+		PauseOnAlerts:           alerts,
 	}
+}
+
+// pauseOnAlerts parses --pause-on-alert.
+func (o *StartOptions) pauseOnAlerts() (*rollout.PauseOnAlerts, error) {
+	if o.PauseOnAlert == "" {
+		return nil, nil
+	}
+	p, err := rollout.ParsePauseOnAlert(o.PauseOnAlert)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --pause-on-alert: %w", err)
+	}
+	return p, nil
 }
 
 // windows parses --window.

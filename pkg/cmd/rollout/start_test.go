@@ -132,3 +132,18 @@ func TestStartRequestsWindows(t *testing.T) {
 		t.Errorf("windows (-want +got):\n%s", diff)
 	}
 }
+
+// TestStartRequestsPauseOnAlerts: --pause-on-alert reaches the rollout's
+// request, each matcher apart.
+func TestStartRequestsPauseOnAlerts(t *testing.T) {
+	o := NewStartOptions(genericiooptions.NewTestIOStreamsDiscard())
+	o.PauseOnAlert = "http://127.0.0.1:9093 severity=critical,team=~db|storage"
+	want := &rollout.PauseOnAlerts{Alertmanager: "http://127.0.0.1:9093", Matchers: []string{`severity="critical"`, `team=~"db|storage"`}}
+	if diff := cmp.Diff(want, o.request(nil).PauseOnAlerts); diff != "" {
+		t.Errorf("pauseOnAlerts (-want +got):\n%s", diff)
+	}
+	o.PauseOnAlert = ""
+	if got := o.request(nil).PauseOnAlerts; got != nil {
+		t.Errorf("pauseOnAlerts without the flag: %+v, want nil", got)
+	}
+}

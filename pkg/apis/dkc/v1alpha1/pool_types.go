@@ -157,6 +157,12 @@ type NodeConfigPoolStrategy struct {
 	// OutsideWindow with the next window's start.
 	// +optional
 	Windows Windows `json:"windows,omitempty"`
+	// PauseOnAlerts holds the pool's rollouts while an alert fires on an
+	// Alertmanager the controller was started with (--alertmanager-url):
+	// no node starts, and the pool's Reconciling condition has reason
+	// PausedOnAlert with the alert's name, until it clears.
+	// +optional
+	PauseOnAlerts *PauseOnAlerts `json:"pauseOnAlerts,omitempty"`
 }
 
 // NodeConfigPoolStatus is what the controller last saw of the pool.

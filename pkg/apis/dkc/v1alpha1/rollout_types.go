@@ -89,6 +89,7 @@ type NodeConfigRollout struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.aborted) || !oldSelf.aborted || (has(self.aborted) && self.aborted)",message="an aborted rollout stays aborted; start a new one"
 // +kubebuilder:validation:XValidation:rule="has(self.config) == has(oldSelf.config) && has(self.pin) == has(oldSelf.pin) && has(self.targets) == has(oldSelf.targets)",message="the config, pin and targets of a rollout do not change; start a new one"
 // +kubebuilder:validation:XValidation:rule="has(self.targetPins) == has(oldSelf.targetPins) && has(self.selector) == has(oldSelf.selector) && has(self.maxUnavailable) == has(oldSelf.maxUnavailable) && has(self.canary) == has(oldSelf.canary) && has(self.soak) == has(oldSelf.soak) && has(self.orderByLabel) == has(oldSelf.orderByLabel) && has(self.drain) == has(oldSelf.drain) && has(self.drainOptions) == has(oldSelf.drainOptions) && has(self.undoOf) == has(oldSelf.undoOf) && has(self.windows) == has(oldSelf.windows) && has(self.nodes) == has(oldSelf.nodes) && has(self.drainAll) == has(oldSelf.drainAll) && has(self.undoOfUID) == has(oldSelf.undoOfUID) && has(self.allowUnsafe) == has(oldSelf.allowUnsafe)",message="only paused and aborted change after a rollout is created; start a new one"
+// +kubebuilder:validation:XValidation:rule="has(self.pauseOnAlerts) == has(oldSelf.pauseOnAlerts)",message="only paused and aborted change after a rollout is created; start a new one"
 type NodeConfigRolloutSpec struct {
 	// Paused asks that no further node be started until it is false again;
 	// nodes already started finish. The driver moves State between Running
@@ -213,6 +214,13 @@ type NodeConfigRolloutSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
 	Windows Windows `json:"windows,omitempty"`
+	// PauseOnAlerts holds the rollout while an alert fires: no node
+	// starts, nodes already started finish, and the rollout's reason is
+	// PausedOnAlert with the alert's name, until it clears. An
+	// Alertmanager that does not answer holds it too (AlertsUnknown).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable; start a new rollout"
+	PauseOnAlerts *PauseOnAlerts `json:"pauseOnAlerts,omitempty"`
 }
 
 // DrainSpec is the stored form of kubectl drain's knobs.
