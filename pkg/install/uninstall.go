@@ -211,8 +211,8 @@ func DeleteLease(ctx context.Context, client kubernetes.Interface, namespace str
 }
 
 // CleanNodes removes from every Node each annotation and label under
-// source.Prefix and the condition source.ConditionType, and returns the
-// names of the nodes it changed.
+// source.Prefix, the condition source.ConditionType and the startup taint
+// source.StartupTaint, and returns the names of the nodes it changed.
 func CleanNodes(ctx context.Context, client kubernetes.Interface) ([]string, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -222,7 +222,8 @@ func CleanNodes(ctx context.Context, client kubernetes.Interface) ([]string, err
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		metadata, status := CleanPatches(n)
-		if metadata == nil && status == nil {
+		pending := source.Pending(n)
+		if metadata == nil && status == nil && !pending {
 			continue
 		}
 		opts := metav1.PatchOptions{FieldManager: source.FieldManager}
@@ -234,6 +235,12 @@ func CleanNodes(ctx context.Context, client kubernetes.Interface) ([]string, err
 		if status != nil {
 			if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, status, opts, "status"); err != nil {
 				return changed, fmt.Errorf("clean node %q: status: %w", n.Name, err)
+			}
+		}
+		// Nothing would take dkc's startup taint off a node any more.
+		if pending {
+			if err := source.RemoveStartupTaint(ctx, client.CoreV1().Nodes(), n.Name, nil); err != nil {
+				return changed, fmt.Errorf("clean node %q: %w", n.Name, err)
 			}
 		}
 		changed = append(changed, n.Name)

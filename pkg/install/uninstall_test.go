@@ -1,11 +1,15 @@
 package install
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 func TestCleanPatches(t *testing.T) {
@@ -85,5 +89,35 @@ func TestBlockersErr(t *testing.T) {
 				t.Errorf("Err(%v) = %q, want %q", tc.resetNodes, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCleanNodesRemovesTheStartupTaint: once dkc is gone nothing would take
+// its startup taint off a node, so uninstall does; other taints stay, and a
+// node with nothing of dkc's is left alone.
+func TestCleanNodesRemovesTheStartupTaint(t *testing.T) {
+	other := corev1.Taint{Key: "example.com/gpu", Effect: corev1.TaintEffectNoSchedule}
+	client := fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "joined"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: source.StartupTaint, Effect: corev1.TaintEffectNoSchedule}, other,
+		}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{other}}},
+	)
+	ctx := context.Background()
+	cleaned, err := CleanNodes(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"joined"}, cleaned); diff != "" {
+		t.Errorf("cleaned (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"joined", "plain"} {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]corev1.Taint{other}, n.Spec.Taints); diff != "" {
+			t.Errorf("node %s taints (-want +got):\n%s", name, diff)
+		}
 	}
 }

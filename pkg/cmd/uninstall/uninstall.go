@@ -70,9 +70,10 @@ rollout (--max-unavailable at a time) and waits for it.
 
 It then deletes what kubectl dkc install creates, with either --agent, and
 waits until it is gone (the agents' and the controller's pods with it), the
-controller's Lease, and every kubectl-dkc.io/ annotation and label and the
-KubeletConfigOK condition from every Node. The ConfigMaps made by kubectl dkc
-push stay, and so does each node's store, /var/lib/kubectl-dkc.
+controller's Lease, and every kubectl-dkc.io/ annotation and label, the
+KubeletConfigOK condition and the startup taint from every Node. The
+ConfigMaps made by kubectl dkc push stay, and so does each node's store,
+/var/lib/kubectl-dkc.
 
 Exit codes: 0 removed, 1 an error or a refusal, 2 the reset halted on a
 node's error, 3 --timeout passed first.`,
