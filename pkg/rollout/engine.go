@@ -240,6 +240,11 @@ type engine struct {
 	carriers carrierCache
 	// observations holds what each node's last seen version showed.
 	observations observations
+	// notices say why a node being started waits (notice.go); claims
+	// hold the budgets that nodes' kubelet restarts count against
+	// (pdb.go).
+	notices notices
+	claims  claims
 	// last is the rollout last reported while following.
 	last *Rollout
 

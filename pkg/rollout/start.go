@@ -79,8 +79,10 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 }
 
 // startNode marks the node named name when fresh, drains it when the
-// rollout must, then assigns it its target. A failed drain uncordons the
-// node again: nothing changed on it but its mark.
+// rollout must, waits for the PodDisruptionBudgets that a restart of its
+// kubelet counts against (pdb.go), then assigns it its target. A failed
+// drain or wait uncordons the node again: nothing changed on it but its
+// mark.
 func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh bool, node *corev1.Node) error {
 	rec := r.NodeStatus(name)
 	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", r.Name)
@@ -101,13 +103,31 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 			mark = nil
 		}
 		logger.V(2).Info("Draining node")
-		if err := e.opts.Drainer.Drain(ctx, name); err != nil {
+		err := e.opts.Drainer.Drain(ctx, name, func(b Blocked) {
+			if b.Pod == "" {
+				e.note(ctx, name, "")
+				return
+			}
+			e.note(ctx, name, "draining: "+b.String())
+		})
+		e.note(ctx, name, "")
+		if err != nil {
 			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
 				logger.Error(uerr, "Uncordon after a failed drain")
 			}
 			return err
 		}
 		node = nil // the drain changed it: read it again
+	}
+	if err := e.waitForBudgets(ctx, r, name, node); err != nil {
+		if rec.Cordoned {
+			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
+				logger.Error(uerr, "Uncordon after the wait for PodDisruptionBudgets failed")
+			}
+		} else if mark != nil {
+			e.setMark(name, nil)
+		}
+		return err
 	}
 	carrier := source.Annotation
 	if target != nil {
