@@ -22,25 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
-)
 
-// keepsReadiness is the first kubelet minor whose restart keeps its pods'
-// readiness.
-var keepsReadiness = version.MajorMinor(1, 35)
+	"github.com/kubectl-dkc/dkc/pkg/nodehealth"
+)
 
 // budgetPoll is how often the driver looks at the budgets it waits for.
 var budgetPoll = 2 * time.Second
-
-// RestartResetsReadiness reports whether restarting a kubelet of version v
-// (node.status.nodeInfo.kubeletVersion) takes its node's probed pods out
-// of their Services until their next probe: up to 1.34. A version that
-// does not parse counts as such.
-func RestartResetsReadiness(v string) bool {
-	parsed, err := version.ParseGeneric(v)
-	return err != nil || parsed.LessThan(keepsReadiness)
-}
 
 // ProbedReady reports whether pod is one that a 1.34 kubelet's restart
 // takes out of its Services: not finished or deleted, Ready, and with a
@@ -50,9 +38,7 @@ func ProbedReady(pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if !slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
-		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
-	}) {
+	if !nodehealth.PodReady(pod) {
 		return false
 	}
 	probed := func(c corev1.Container) bool { return c.ReadinessProbe != nil }
@@ -173,7 +159,7 @@ func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, no
 		}
 		node = n
 	}
-	if !RestartResetsReadiness(node.Status.NodeInfo.KubeletVersion) {
+	if !nodehealth.ResetsReadiness(node) {
 		return nil
 	}
 	timeout := RestartTimeout(r)

@@ -22,28 +22,6 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-func TestRestartResetsReadiness(t *testing.T) {
-	tests := map[string]struct {
-		version string
-		want    bool
-	}{
-		"1.34":             {"v1.34.12", true},
-		"1.31":             {"v1.31.0", true},
-		"1.35":             {"v1.35.0", false},
-		"1.37 with suffix": {"v1.37.2-eks-1234", false},
-		"2.0":              {"v2.0.0", false},
-		"unknown":          {"", true},
-		"garbage":          {"kubelet", true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := RestartResetsReadiness(tc.version); got != tc.want {
-				t.Errorf("RestartResetsReadiness(%q) = %v, want %v", tc.version, got, tc.want)
-			}
-		})
-	}
-}
-
 // podOn is a Ready pod of namespace ns on node n1 with labels app=app,
 // probed when probed.
 func podOn(ns, name, app string, probed bool) corev1.Pod {
