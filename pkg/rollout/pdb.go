@@ -146,11 +146,10 @@ func RestartTimeout(r *Rollout) time.Duration {
 }
 
 // waitForBudgets returns once a restart of the kubelet of the node named
-// name may go ahead (RestartBudgets), having claimed the budgets it
-// counts against; at once when the kubelet is 1.35 or newer. While it
-// waits it says so in status (notice.go). It fails when the wait outlasts
-// RestartTimeout.
-// node is the Node as last seen; nil: read it.
+// name (node, as last seen; nil: read it) may go ahead (RestartBudgets),
+// having claimed the budgets it counts against; at once when the kubelet
+// is 1.35 or newer. While it waits it says so in status (notice.go). It
+// fails when the wait outlasts RestartTimeout.
 func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
 	if node == nil {
 		n, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -180,18 +179,18 @@ func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, no
 			return false, fmt.Errorf("list PodDisruptionBudgets: %w", err)
 		}
 		e.claims.mu.Lock()
-		defer e.claims.mu.Unlock()
 		w, covers := RestartBudgets(pods.Items, pdbs.Items, e.claimedByOthers(r, name))
+		if w.Pod == "" && len(covers) > 0 {
+			if e.claims.byNode == nil {
+				e.claims.byNode = map[string][]string{}
+			}
+			e.claims.byNode[name] = covers
+		}
+		e.claims.mu.Unlock()
 		if w.Pod != "" {
 			waiting = w
 			e.note(ctx, name, w.String())
 			return false, nil
-		}
-		if e.claims.byNode == nil {
-			e.claims.byNode = map[string][]string{}
-		}
-		if len(covers) > 0 {
-			e.claims.byNode[name] = covers
 		}
 		return true, nil
 	})

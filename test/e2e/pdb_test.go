@@ -83,7 +83,9 @@ func TestDrainsHonourPodDisruptionBudgets(t *testing.T) {
 
 	t.Run("a drain the budget blocks names the budget and the pod, and halts at --drain-timeout with the node as it was", func(t *testing.T) {
 		n := names[0]
-		startFrom(t, c, n, "pdb-best-effort", 3*time.Minute)
+		// Where the CLI's rollout left it (an assign by hand could not
+		// allow the resource-managers change).
+		eventuallyStatus(t, c, n, time.Minute, Active("pdb-best-effort"), NoError())
 		waitBudget(t, c, "web", int32(len(names)), 1)
 		setBudget(t, c, "web", 0)
 		waitBudget(t, c, "web", int32(len(names)), 0)
@@ -300,6 +302,9 @@ func createSpreadDeployment(t *testing.T, c *framework.Cluster, name string, rep
 			}},
 		}},
 		Containers: []corev1.Container{{Name: name, Image: image}},
+		// The harness runs no node lifecycle controller, which would
+		// remove the taint a kubelet registers its Node with.
+		Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 	}
 	if edit != nil {
 		edit(&spec)
