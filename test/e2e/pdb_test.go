@@ -42,6 +42,7 @@ func TestDrainsHonourPodDisruptionBudgets(t *testing.T) {
 	c, names := rolloutClusterWith(t, framework.Options{Nodes: 3, Pods: true}, nil)
 	ctx := context.Background()
 	store := rolloutStore(t, c)
+	logWorkloads(t, c)
 	if err := c.ApplyManifest(ctx, filepath.Join("..", "..", "deploy", "controller.yaml"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,9 @@ func TestDrainsHonourPodDisruptionBudgets(t *testing.T) {
 	wantNoneBelow := func(t *testing.T, least int) {
 		t.Helper()
 		if got := available.least(); got < least {
-			t.Errorf("at one time only %d pods of web were available, want at least %d: the budget was violated", got, least)
+			t.Errorf("at one time only %d pods of web were available, want at least %d: the budget was violated; the pods:\n%s", got, least, available)
+		} else {
+			t.Logf("the pods of web, at least %d available:\n%s", got, available)
 		}
 	}
 
@@ -179,6 +182,7 @@ func TestRestartWaitsForPodDisruptionBudgets(t *testing.T) {
 	c, names := rolloutClusterWith(t, framework.Options{Nodes: 1, Pods: true, KubeletBinDir: oldKubeletDir(t)}, nil)
 	ctx := context.Background()
 	store := rolloutStore(t, c)
+	logWorkloads(t, c)
 	n := names[0]
 	if v := readNode(t, c.Client, n).Status.NodeInfo.KubeletVersion; !strings.HasPrefix(v, "v1.34.") {
 		t.Fatalf("node %s runs kubelet %s, want v1.34", n, v)
@@ -264,6 +268,18 @@ func TestRestartWaitsForPodDisruptionBudgets(t *testing.T) {
 		if got := c.Node(n).KubeletStarts(); got != starts {
 			t.Errorf("node %s: %d kubelet starts, want %d", n, got, starts)
 		}
+	})
+}
+
+// logWorkloads logs, when the test failed, the pods, budgets and Events of
+// "default".
+func logWorkloads(t *testing.T, c *framework.Cluster) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out, err := kubectlRun(c, "", "get", "pods,pdb,events", "-n", "default", "-o", "wide")
+		t.Logf("pods, budgets and events of default (%v):\n%s", err, out)
 	})
 }
 
@@ -369,12 +385,20 @@ type availability struct {
 	mu    sync.Mutex
 	ready map[string]bool
 	low   int
+	// trace lists each change of the count, for the log.
+	trace []string
 }
 
 func (a *availability) least() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.low
+}
+
+func (a *availability) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return strings.Join(a.trace, "\n")
 }
 
 func (a *availability) update(pod *corev1.Pod, gone bool) {
@@ -386,8 +410,12 @@ func (a *availability) update(pod *corev1.Pod, gone bool) {
 	} else {
 		delete(a.ready, pod.Name)
 	}
-	if n := len(a.ready); n < a.low {
+	n := len(a.ready)
+	if n < a.low {
 		a.low = n
+	}
+	if len(a.trace) == 0 || !strings.HasSuffix(a.trace[len(a.trace)-1], fmt.Sprintf(" %d available", n)) {
+		a.trace = append(a.trace, fmt.Sprintf("%s %s: %d available", time.Now().Format("15:04:05.000"), pod.Name, n))
 	}
 }
 
@@ -401,7 +429,7 @@ func watchAvailable(t *testing.T, c *framework.Cluster, selector string) *availa
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	a := &availability{ready: map[string]bool{}, low: 1 << 30}
 	inf := f.Core().V1().Pods().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { a.update(obj.(*corev1.Pod), false) },
 		UpdateFunc: func(_, obj any) { a.update(obj.(*corev1.Pod), false) },
 		DeleteFunc: func(obj any) {
@@ -412,12 +440,16 @@ func watchAvailable(t *testing.T, c *framework.Cluster, selector string) *availa
 				a.update(p, true)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
-	// The initial list adds the pods one by one: count from there.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		t.Fatal("watch the pods: not synced")
+	}
+	// The handler got the initial list one pod at a time: count from
+	// there.
 	a.mu.Lock()
 	a.low = len(a.ready)
 	a.mu.Unlock()
