@@ -234,8 +234,8 @@ func TestRestartWaitsForPodDisruptionBudgets(t *testing.T) {
 			return err == nil && strings.HasPrefix(r.Status.Reason, want) && strings.HasSuffix(r.Status.Reason, ") before restarting the kubelet")
 		})
 		consistently(t, 5*time.Second, "node "+n+" unassigned while its budget allows nothing", func() bool {
-			st := statusNow(t, c, n)
-			return st == nil || st.Assigned == nil
+			src, _, err := source.Assigned(readNode(t, c.Client, n))
+			return err == nil && src == nil
 		})
 		if got := c.Node(n).KubeletStarts(); got != starts {
 			t.Fatalf("node %s: %d kubelet starts while waiting for its budget, want %d", n, got, starts)
