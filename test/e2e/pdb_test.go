@@ -63,6 +63,21 @@ func TestDrainsHonourPodDisruptionBudgets(t *testing.T) {
 		}
 	}
 
+	// wantDone: every node runs topologyManagerPolicy policy (the
+	// ConfigMap pdb-POLICY), uncordoned, and the budget held.
+	wantDone := func(t *testing.T, policy string) {
+		t.Helper()
+		for _, n := range names {
+			eventuallyStatus(t, c, n, 30*time.Second, Active("pdb-"+policy), NoError())
+			if got := configz(t, c, n)["topologyManagerPolicy"]; got != policy {
+				t.Errorf("node %s: configz topologyManagerPolicy %v, want %s", n, got, policy)
+			}
+			if readNode(t, c.Client, n).Spec.Unschedulable {
+				t.Errorf("node %s still cordoned", n)
+			}
+		}
+		wantNoneBelow(t, len(names)-1)
+	}
 	partial := func(policy string) string {
 		return "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ntopologyManagerPolicy: " + policy + "\n"
 	}
@@ -72,16 +87,7 @@ func TestDrainsHonourPodDisruptionBudgets(t *testing.T) {
 	t.Run("from the CLI, every node drained and the budget held", func(t *testing.T) {
 		mustDKC(t, c, "", "rollout", "start", "--config", "pdb-best-effort", "--all", "--name", "pdb-cli", "--max-unavailable", "1",
 			"--drain", "--allow-unsafe=resource-managers", "--drain-timeout", "3m", "--wait", "--timeout", "10m")
-		for _, n := range names {
-			eventuallyStatus(t, c, n, 30*time.Second, Active("pdb-best-effort"), NoError())
-			if got := configz(t, c, n)["topologyManagerPolicy"]; got != "best-effort" {
-				t.Errorf("node %s: configz topologyManagerPolicy %v, want best-effort", n, got)
-			}
-			if readNode(t, c.Client, n).Spec.Unschedulable {
-				t.Errorf("node %s still cordoned", n)
-			}
-		}
-		wantNoneBelow(t, len(names)-1)
+		wantDone(t, "best-effort")
 	})
 
 	t.Run("a drain the budget blocks names the budget and the pod, and halts at --drain-timeout with the node as it was", func(t *testing.T) {
@@ -158,16 +164,7 @@ spec:
     drain: true
 `, "apply", "--server-side", "-f", "-")
 		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Ready", "ncp/pdb", "--timeout=10m")
-		for _, n := range names {
-			eventuallyStatus(t, c, n, 30*time.Second, Active("pdb-restricted"), NoError())
-			if got := configz(t, c, n)["topologyManagerPolicy"]; got != "restricted" {
-				t.Errorf("node %s: configz topologyManagerPolicy %v, want restricted", n, got)
-			}
-			if readNode(t, c.Client, n).Spec.Unschedulable {
-				t.Errorf("node %s still cordoned", n)
-			}
-		}
-		wantNoneBelow(t, len(names)-1)
+		wantDone(t, "restricted")
 	})
 }
 
