@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -245,6 +246,9 @@ type engine struct {
 	// (pdb.go).
 	notices notices
 	claims  claims
+	// drainsLeft counts the nodes of the pass's starts still to drain or
+	// draining (start.go).
+	drainsLeft atomic.Int32
 	// last is the rollout last reported while following.
 	last *Rollout
 

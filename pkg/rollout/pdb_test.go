@@ -465,3 +465,51 @@ func TestClaimsHoldUntilTheNodeIsBack(t *testing.T) {
 	}
 	agents.checkBudgetAndOnce(t, names, 1)
 }
+
+// roomDrainer drains node wait only once node room is uncordoned, within
+// 3s, as a drain does whose evicted pods can go nowhere else while room is
+// cordoned and whose budget allows no disruption before they are Ready.
+type roomDrainer struct {
+	client     *fake.Clientset
+	wait, room string
+}
+
+func (d *roomDrainer) Drain(ctx context.Context, name string, blocked func(Blocked)) error {
+	if name != d.wait {
+		return nil
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+		node, err := d.client.CoreV1().Nodes().Get(ctx, d.room, metav1.GetOptions{})
+		return err == nil && !node.Spec.Unschedulable, nil
+	})
+	if err != nil {
+		return errors.New("drain " + name + ": " + d.room + " still cordoned")
+	}
+	return nil
+}
+
+// TestRunUncordonsADrainedNodeOnceBackWhileOthersDrain: with room for two
+// nodes at once, the drain of n2 waits for n1 to be uncordoned (its pods'
+// only place); n1 is uncordoned once it is back, while n2 still drains,
+// not at the next pass, which comes only once n2 is drained.
+func TestRunUncordonsADrainedNodeOnceBackWhileOthersDrain(t *testing.T) {
+	old := backPoll
+	backPoll = 10 * time.Millisecond
+	t.Cleanup(func() { backPoll = old })
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
+	d := &roomDrainer{client: client, wait: "n2", room: "n1"}
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d})
+	if err != nil || r.Status.State != Done {
+		t.Fatalf("Run: %v, state %s, reason %q; want done", err, r.Status.State, r.Status.Reason)
+	}
+	for _, n := range names {
+		if node, _ := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); node.Spec.Unschedulable {
+			t.Errorf("node %s still cordoned", n)
+		}
+	}
+}

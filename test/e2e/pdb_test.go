@@ -30,8 +30,10 @@ import (
 // the budgets' status) and kube-scheduler. The Deployment web has one pod
 // per node (required anti-affinity), and the PodDisruptionBudget web allows
 // one of them unavailable: an evicted pod's replacement waits for its node
-// to be uncordoned, so each drain but the first waits on the budget until
-// the node before is back. A watch of the pods holds, over the whole test,
+// to be uncordoned. The CLI's rollout may take every node at once
+// (--max-unavailable 3): after the canary the budget alone keeps the two
+// other nodes' drains apart, the second waiting until the first is back
+// and uncordoned and its pod Ready again. A watch of the pods holds, over the whole test,
 // that never more than one was unavailable. The rollouts: one from the CLI
 // (rollout start --drain --wait); one whose drain the budget blocks for
 // good (maxUnavailable 0), which names the budget and the pod while it
@@ -85,7 +87,7 @@ func TestDrainsHonourPodDisruptionBudgets(t *testing.T) {
 	createConfigMap(t, c, "pdb-restricted", partial("restricted"))
 
 	t.Run("from the CLI, every node drained and the budget held", func(t *testing.T) {
-		mustDKC(t, c, "", "rollout", "start", "--config", "pdb-best-effort", "--all", "--name", "pdb-cli", "--max-unavailable", "1",
+		mustDKC(t, c, "", "rollout", "start", "--config", "pdb-best-effort", "--all", "--name", "pdb-cli", "--max-unavailable", "3",
 			"--drain", "--allow-unsafe=resource-managers", "--drain-timeout", "3m", "--wait", "--timeout", "10m")
 		wantDone(t, "best-effort")
 	})
