@@ -168,6 +168,9 @@ func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, no
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String(),
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err() // the bound passed during the request
+			}
 			return false, fmt.Errorf("list the pods of node %q: %w", name, err)
 		}
 		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != name })
@@ -176,6 +179,9 @@ func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, no
 		}
 		pdbs, err := e.client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
 			return false, fmt.Errorf("list PodDisruptionBudgets: %w", err)
 		}
 		e.claims.mu.Lock()
