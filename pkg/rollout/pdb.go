@@ -163,14 +163,14 @@ func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, no
 	}
 	timeout := RestartTimeout(r)
 	var waiting RestartWait
-	err := wait.PollUntilContextTimeout(ctx, budgetPoll, timeout, true, func(ctx context.Context) (bool, error) {
+	// The requests run under ctx, not under the poll's bound: one that the
+	// bound would cut short (client-go's rate limiter refuses to wait past
+	// a deadline) would halt the rollout with its own error instead.
+	err := wait.PollUntilContextTimeout(ctx, budgetPoll, timeout, true, func(context.Context) (bool, error) {
 		pods, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String(),
 		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err() // the bound passed during the request
-			}
 			return false, fmt.Errorf("list the pods of node %q: %w", name, err)
 		}
 		pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != name })
@@ -179,9 +179,6 @@ func (e *engine) waitForBudgets(ctx context.Context, r *Rollout, name string, no
 		}
 		pdbs, err := e.client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
 			return false, fmt.Errorf("list PodDisruptionBudgets: %w", err)
 		}
 		e.claims.mu.Lock()
