@@ -16,8 +16,8 @@ import (
 )
 
 // upstreamWords are the parts of messages that troubleshooting.md quotes
-// which dkc passes on from elsewhere: the apiserver, the kernel, systemd
-// and the Go runtime print them, not dkc's code.
+// which dkc passes on from elsewhere: the apiserver, the kernel, systemd,
+// the Go runtime and kubectl's drain library print them, not dkc's code.
 var upstreamWords = []string{
 	"is forbidden",
 	"cannot list resource",
@@ -26,6 +26,7 @@ var upstreamWords = []string{
 	"job failed",
 	"timed out waiting for the condition",
 	"exactly one subfield must be non-nil, but all were nil",
+	"global timeout reached", // k8s.io/kubectl/pkg/drain
 }
 
 // TestDocsQuotedMessages holds the messages docs/troubleshooting.md quotes

@@ -258,3 +258,25 @@ func TestJudge(t *testing.T) {
 		}
 	})
 }
+
+func TestResetsReadiness(t *testing.T) {
+	tests := map[string]struct {
+		version string
+		want    bool
+	}{
+		"1.34":             {"v1.34.12", true},
+		"1.31":             {"v1.31.0", true},
+		"1.35":             {"v1.35.0", false},
+		"1.37 with suffix": {"v1.37.2-eks-1234", false},
+		"unknown":          {"", true},
+		"garbage":          {"kubelet", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			node := &corev1.Node{Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: tc.version}}}
+			if got := ResetsReadiness(node); got != tc.want {
+				t.Errorf("ResetsReadiness(kubelet %q) = %v, want %v", tc.version, got, tc.want)
+			}
+		})
+	}
+}

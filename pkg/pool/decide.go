@@ -197,7 +197,11 @@ func Decide(in Input) Output {
 	case latest != nil && latest.State() == rollout.Running && strings.HasPrefix(latest.Status.Reason, ReasonAlertsUnknown+":"):
 		return reconciling(out, in.Now, ReasonAlertsUnknown, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated; %s", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected, latest.Status.Reason))
 	case latest != nil && !latest.State().Terminal():
-		return reconciling(out, in.Now, ReasonRollingOut, fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected))
+		msg := fmt.Sprintf("rollout %s of revision %d: %d of %d nodes updated", latest.Name, rev, st.Nodes.Updated, st.Nodes.Selected)
+		if latest.Status.Reason != "" {
+			msg += "; " + latest.Status.Reason // what a node waits for
+		}
+		return reconciling(out, in.Now, ReasonRollingOut, msg)
 	case latest != nil && rolloutStalled[latest.State()] != "" && generationOf(latest) >= p.Generation:
 		return stalled(out, in.Now, rolloutStalled[latest.State()], fmt.Sprintf("rollout %s of revision %d is %s: %s; fix the config and change the pool's spec to roll out again, or undo it with kubectl dkc rollout undo %s",
 			latest.Name, rev, latest.State(), orNone(latest.Status.Reason), latest.Name))

@@ -125,6 +125,15 @@ func TestDecide(t *testing.T) {
 			},
 			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 2, Updated: 1, Available: 2},
 		},
+		"while a node of its rollout waits for a PodDisruptionBudget, the pool says which": {
+			in: func(p *Pool) Input {
+				r := poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1", "n2")
+				r.Status.Reason = "node/n1: draining: eviction of pod ns/web-0 blocked by PodDisruptionBudget ns/web"
+				return Input{Pool: p, Payload: []byte("a"), Nodes: []*corev1.Node{node("n1", workers, "", false), node("n2", workers, "", false)},
+					Rollouts: []*rollout.Rollout{r}}
+			},
+			cond: Reconciling, reason: "RollingOut", msg: []string{"workers-1", "node/n1: draining: eviction of pod ns/web-0 blocked by PodDisruptionBudget ns/web"}, counts: Counts{Selected: 2, Available: 2},
+		},
 		"while its rollout waits for a window, the pool says when it opens": {
 			in: func(p *Pool) Input {
 				r := poolRollout(p, "workers-1", 1, "a", rollout.Running, 1, "n1", "n2")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -265,6 +266,14 @@ type engine struct {
 	carriers carrierCache
 	// observations holds what each node's last seen version showed.
 	observations observations
+	// notices say why a node being started waits (notice.go); claims
+	// hold the budgets that nodes' kubelet restarts count against
+	// (pdb.go).
+	notices notices
+	claims  claims
+	// drainsLeft counts the nodes of the pass's starts still to drain or
+	// draining (start.go).
+	drainsLeft atomic.Int32
 	// last is the rollout last reported while following.
 	last *Rollout
 	// alerts asks the Alertmanager of spec.pauseOnAlerts.

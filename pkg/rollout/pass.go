@@ -163,6 +163,11 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		return e.finish(ctx, r, observed)
 	}
 	e.wake = d.Wake
+	if r.Status.State == Running && isNotice(r.Status.Reason) {
+		// A driver stopped while a node waited (notice.go).
+		r.Status.Reason = ""
+		d.Write = true
+	}
 	if d.Write || (r.Status.Counts != e.cur.Status.Counts && e.opts.Clock.Since(e.written) >= e.opts.StatusInterval) {
 		ok, err := e.write(ctx, r)
 		if err != nil || !ok {
@@ -173,7 +178,21 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		e.notify(r, observed)
 	}
 	began := e.opts.Clock.Now()
+	if len(d.Assign) > 0 {
+		e.notices.begin(r)
+	}
 	name, err := e.startNodes(ctx, r, d.Start, d.Assign, nodes)
+	if written := e.notices.end(); written != nil {
+		// A node waited, and the driver said why (notice.go): write over
+		// that, and clear it when no node failed.
+		r.ResourceVersion = written.ResourceVersion
+		e.wrote(written)
+		if err == nil {
+			if _, werr := e.write(ctx, r); werr != nil {
+				return true, werr
+			}
+		}
+	}
 	if len(d.Assign) > 0 {
 		klog.FromContext(ctx).V(4).Info("Started nodes", "rollout", r.Name, "nodes", len(d.Assign), "decide", began.Sub(now), "start", e.opts.Clock.Since(began))
 	}

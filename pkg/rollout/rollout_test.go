@@ -605,7 +605,7 @@ type fakeDrainer struct {
 	calls []string
 }
 
-func (d *fakeDrainer) Drain(ctx context.Context, name string) error {
+func (d *fakeDrainer) Drain(ctx context.Context, name string, blocked func(Blocked)) error {
 	call := "drain " + name
 	if node, err := d.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
 		call += ": " + err.Error()

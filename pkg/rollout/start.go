@@ -14,11 +14,13 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -43,6 +45,14 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 		firstErr error
 		wg       sync.WaitGroup
 	)
+	drains := int32(0)
+	for _, name := range names {
+		if r.NodeStatus(name).Cordoned {
+			drains++
+		}
+	}
+	e.drainsLeft.Store(drains)
+	defer e.drainsLeft.Store(0)
 	next := make(chan string)
 	for range min(e.opts.Parallel, len(names)) {
 		wg.Go(func() {
@@ -51,9 +61,15 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 				halted := firstErr != nil
 				mu.Unlock()
 				if halted || ctx.Err() != nil {
+					if r.NodeStatus(name).Cordoned {
+						e.drainsLeft.Add(-1)
+					}
 					continue
 				}
 				err := e.startNode(ctx, r, name, slices.Contains(fresh, name), nodes[name])
+				if r.NodeStatus(name).Cordoned {
+					e.drainsLeft.Add(-1)
+				}
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					failed, firstErr = name, err
@@ -79,8 +95,10 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 }
 
 // startNode marks the node named name when fresh, drains it when the
-// rollout must, then assigns it its target. A failed drain uncordons the
-// node again: nothing changed on it but its mark.
+// rollout must, waits for the PodDisruptionBudgets that a restart of its
+// kubelet counts against (pdb.go), then assigns it its target. A failed
+// drain or wait uncordons the node again: nothing changed on it but its
+// mark.
 func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh bool, node *corev1.Node) error {
 	rec := r.NodeStatus(name)
 	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", r.Name)
@@ -101,13 +119,31 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 			mark = nil
 		}
 		logger.V(2).Info("Draining node")
-		if err := e.opts.Drainer.Drain(ctx, name); err != nil {
+		err := e.opts.Drainer.Drain(ctx, name, func(b Blocked) {
+			if b.Pod == "" {
+				e.note(ctx, name, "")
+				return
+			}
+			e.note(ctx, name, "draining: "+b.String())
+		})
+		e.note(ctx, name, "")
+		if err != nil {
 			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
 				logger.Error(uerr, "Uncordon after a failed drain")
 			}
 			return err
 		}
 		node = nil // the drain changed it: read it again
+	}
+	if err := e.waitForBudgets(ctx, r, name, node); err != nil {
+		if rec.Cordoned {
+			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
+				logger.Error(uerr, "Uncordon after the wait for PodDisruptionBudgets failed")
+			}
+		} else if mark != nil {
+			e.setMark(name, nil)
+		}
+		return err
 	}
 	carrier := source.Annotation
 	if target != nil {
@@ -131,7 +167,49 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 	if err != nil && mark != nil {
 		e.setMark(name, nil)
 	}
+	if err == nil && rec.Cordoned {
+		e.uncordonOnceBack(ctx, r, name)
+	}
 	return err
+}
+
+// backPoll is how often uncordonOnceBack looks at the node.
+var backPoll = time.Second
+
+// uncordonOnceBack waits, while other nodes of the pass still drain, until
+// the node named name, drained and assigned, is back (running its target
+// and Ready), and then uncordons it, as the next pass would (decide's
+// Uncordon). Their drains may wait for the room it makes: the pods they
+// evict can go nowhere else while it is cordoned, and a
+// PodDisruptionBudget refuses their evictions until those pods are Ready
+// again; the next pass comes only once they are drained. It returns when
+// the node is back, fails, or the other drains are over: the next pass
+// then decides.
+func (e *engine) uncordonOnceBack(ctx context.Context, r *Rollout, name string) {
+	if e.nodes == nil {
+		return
+	}
+	target, pin := r.Spec.Target(name)
+	_ = wait.PollUntilContextCancel(ctx, backPoll, true, func(ctx context.Context) (bool, error) {
+		if e.drainsLeft.Load() <= 1 { // this node's own
+			return true, nil
+		}
+		node, err := e.getNode(name)
+		if err != nil || node == nil {
+			return true, nil
+		}
+		o, err := Observe(node, target, pin)
+		switch {
+		case err != nil || o.Error != "":
+			return true, nil
+		case !o.Running || !o.Ready:
+			return false, nil
+		}
+		if err := e.uncordon(ctx, r, name, node); err != nil {
+			klog.FromContext(ctx).Error(err, "Uncordon a drained node that is back", "node", name, "rollout", r.Name)
+		}
+		return true, nil
+	})
 }
 
 // setMark records mark (nil: none) as written on node by this driver.

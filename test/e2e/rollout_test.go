@@ -372,7 +372,13 @@ func TestRollout(t *testing.T) {
 // each node's agent more flags.
 func rolloutCluster(t *testing.T, agentFlags func(*framework.Node) []string) (*framework.Cluster, []string) {
 	t.Helper()
-	c := framework.Setup(t, framework.Options{Nodes: 3})
+	return rolloutClusterWith(t, framework.Options{Nodes: 3}, agentFlags)
+}
+
+// rolloutClusterWith is rolloutCluster on a cluster made with opts.
+func rolloutClusterWith(t *testing.T, opts framework.Options, agentFlags func(*framework.Node) []string) (*framework.Cluster, []string) {
+	t.Helper()
+	c := framework.Setup(t, opts)
 	framework.InstallCRDs(t, c)
 	if err := c.ApplyManifest(context.Background(), filepath.Join("..", "..", "deploy", "rbac.yaml"), false); err != nil {
 		t.Fatal(err)

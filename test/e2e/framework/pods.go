@@ -22,7 +22,10 @@ import (
 //     controllers, the root-ca-cert-publisher that writes the kube-root-ca.crt ConfigMap every
 //     service account token volume needs, and the endpointslice controller,
 //     which lists a Service's pods with their readiness in its
-//     EndpointSlices; kube-scheduler binds the pods;
+//     EndpointSlices, and the disruption controller, which computes the
+//     PodDisruptionBudgets' status (without it the eviction API refuses
+//     the evictions of every pod a budget covers); kube-scheduler binds
+//     the pods;
 //   - each kubelet runs in its containerd's mount namespace, so that the
 //     volumes it mounts (the projected token's tmpfs) are the ones containerd
 //     bind-mounts into containers, as on a real node;
@@ -56,7 +59,7 @@ func (c *Cluster) startPodControllers(ctx context.Context) error {
 	c.hostCgroups = cgroupParents()
 	var controllers []string
 	if c.opts.Pods {
-		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller", "garbage-collector-controller")
+		controllers = append(controllers, "daemonset-controller", "deployment-controller", "replicaset-controller", "root-ca-certificate-publisher-controller", "endpointslice-controller", "garbage-collector-controller", "disruption-controller")
 	}
 	if c.opts.Kubeadm {
 		controllers = append(controllers, "node-lifecycle-controller", "serviceaccount-controller", "bootstrap-signer-controller", "token-cleaner-controller", "certificatesigningrequest-approving-controller", "certificatesigningrequest-signing-controller", "certificatesigningrequest-cleaner-controller")
