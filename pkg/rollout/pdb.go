@@ -45,10 +45,10 @@ func ProbedReady(pod *corev1.Pod) bool {
 	return slices.ContainsFunc(pod.Spec.Containers, probed) || slices.ContainsFunc(pod.Spec.InitContainers, probed)
 }
 
-// Covers reports whether pdb covers pod: same namespace, and its selector
+// BudgetCovers reports whether pdb covers pod: same namespace, and its selector
 // matches the pod's labels (in policy/v1 an empty selector matches every
 // pod of the namespace, a missing one none).
-func Covers(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) bool {
+func BudgetCovers(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) bool {
 	if pdb.Namespace != pod.Namespace || pdb.Spec.Selector == nil {
 		return false
 	}
@@ -90,7 +90,7 @@ func RestartBudgets(pods []corev1.Pod, pdbs []policyv1.PodDisruptionBudget, clai
 		}
 		for j := range pdbs {
 			pdb := &pdbs[j]
-			if !Covers(pdb, pod) {
+			if !BudgetCovers(pdb, pod) {
 				continue
 			}
 			key := pdb.Namespace + "/" + pdb.Name
