@@ -245,7 +245,7 @@ func (a *Agent) awaitPods(ctx context.Context, base *nodehealth.Baseline, restar
 			unreadable = fmt.Errorf("list pods: %w", err)
 		}
 		if unreadable == nil {
-			v := nodehealth.Judge(*base, nodehealth.Observed{Node: node, Pods: pods, Stopped: a.podView.stoppedSince(base.Taken), Now: a.Clock.Now(), Restarted: restarted}, nodehealth.Gate)
+			v := nodehealth.Judge(*base, nodehealth.Observed{Node: node, Pods: pods, Stopped: a.podView.stoppedSince(base.Taken), Now: a.Clock.Now(), Restarted: restarted, Up: began}, nodehealth.Gate)
 			if v.Failed != "" {
 				return fmt.Errorf("health gate: %s", v.Failed)
 			}

@@ -198,6 +198,11 @@ type Observed struct {
 	// At the gate, on a kubelet that resets readiness (ResetsReadiness), a
 	// probed pod must have had its readiness decided since.
 	Restarted time.Time
+	// Up is when the restarted kubelet passed its own checks; zero when
+	// unknown. Its probes start once it is up, so a probed pod's period
+	// and timeout are waited from Up when it is later than Restarted: a
+	// kubelet slow to come up resets readiness late.
+	Up time.Time
 	// Grace is the node monitor grace period: a Lease not renewed for that
 	// long makes the node Unknown.
 	Grace time.Duration
@@ -245,8 +250,8 @@ func Judge(b Baseline, o Observed, s Stage) Verdict {
 		}
 		if bp.ProbeWait > 0 && !o.Restarted.IsZero() && o.Node != nil && ResetsReadiness(o.Node) &&
 			readyCondition(p).LastTransitionTime.Time.Before(o.Restarted.Truncate(time.Second)) &&
-			o.Now.Before(o.Restarted.Add(bp.ProbeWait)) {
-			waiting = append(waiting, fmt.Sprintf("pod %s: the restarted kubelet%s has not probed its readiness yet (up to %s after the restart)",
+			o.Now.Before(later(o.Restarted, o.Up).Add(bp.ProbeWait)) {
+			waiting = append(waiting, fmt.Sprintf("pod %s: the restarted kubelet%s has not probed its readiness yet (up to %s after it is up)",
 				bp, prefixed(o.Node.Status.NodeInfo.KubeletVersion), bp.ProbeWait))
 		}
 	}
@@ -284,6 +289,14 @@ func Judge(b Baseline, o Observed, s Stage) Verdict {
 		return Verdict{Waiting: summarize(waiting)}
 	}
 	return Verdict{}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // prefixed is s after a space, or "" for "".

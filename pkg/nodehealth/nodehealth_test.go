@@ -212,14 +212,14 @@ func TestJudge(t *testing.T) {
 			return n
 		}
 		for name, tc := range map[string]struct {
-			node *corev1.Node
-			web  *corev1.Pod
-			now  time.Time
-			want Verdict
+			node    *corev1.Node
+			web     *corev1.Pod
+			up, now time.Time
+			want    Verdict
 		}{
 			"1.33: a probed pod not probed since the restart is waited for": {
 				node: kubelet("v1.33.13"), web: pod("web", probed, readySince(t0)), now: restarted.Add(time.Second),
-				want: Verdict{Waiting: "pod default/web: the restarted kubelet v1.33.13 has not probed its readiness yet (up to 11s after the restart)"},
+				want: Verdict{Waiting: "pod default/web: the restarted kubelet v1.33.13 has not probed its readiness yet (up to 11s after it is up)"},
 			},
 			"1.33: once its readiness changed since the restart": {
 				node: kubelet("v1.33.13"), web: pod("web", probed, readySince(restarted.Add(3*time.Second))), now: restarted.Add(4 * time.Second),
@@ -227,16 +227,23 @@ func TestJudge(t *testing.T) {
 			"1.33: once a period and a timeout passed": {
 				node: kubelet("v1.33.13"), web: pod("web", probed, readySince(t0)), now: restarted.Add(11 * time.Second),
 			},
+			"1.34: a kubelet slow to come up is given a period and a timeout from when it is up": {
+				node: kubelet("v1.34.12"), web: pod("web", probed, readySince(t0)), up: restarted.Add(5 * time.Second), now: restarted.Add(12 * time.Second),
+				want: Verdict{Waiting: "pod default/web: the restarted kubelet v1.34.12 has not probed its readiness yet (up to 11s after it is up)"},
+			},
+			"1.34: and passes once they passed": {
+				node: kubelet("v1.34.12"), web: pod("web", probed, readySince(t0)), up: restarted.Add(5 * time.Second), now: restarted.Add(16 * time.Second),
+			},
 			"an unreadable version counts as a kubelet that resets": {
 				node: kubelet(""), web: pod("web", probed, readySince(t0)), now: restarted.Add(time.Second),
-				want: Verdict{Waiting: "pod default/web: the restarted kubelet has not probed its readiness yet (up to 11s after the restart)"},
+				want: Verdict{Waiting: "pod default/web: the restarted kubelet has not probed its readiness yet (up to 11s after it is up)"},
 			},
 			"1.36 keeps readiness": {
 				node: kubelet("v1.36.3"), web: pod("web", probed, readySince(t0)), now: restarted.Add(time.Second),
 			},
 		} {
 			t.Run(name, func(t *testing.T) {
-				o := Observed{Node: tc.node, Pods: []*corev1.Pod{tc.web, pod("plain", readySince(t0))}, Restarted: restarted, Now: tc.now}
+				o := Observed{Node: tc.node, Pods: []*corev1.Pod{tc.web, pod("plain", readySince(t0))}, Restarted: restarted, Up: tc.up, Now: tc.now}
 				if got := Judge(base, o, Gate); got != tc.want {
 					t.Errorf("Judge = %+v, want %+v", got, tc.want)
 				}
