@@ -54,6 +54,16 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if ok, err := e.takeState(lead, view, observed, now); !ok || err != nil {
 		return e.unlessTenureEnded(lead, ctx, err != nil, err)
 	}
+	if view.ResourceVersion != e.cur.ResourceVersion {
+		// takeState wrote the rollout: decide on what it wrote, whose
+		// resourceVersion the pass's writes go over.
+		if view, err = e.resolve(); err != nil {
+			return true, err
+		}
+		if observed, nodes, err = observeNodes(view, e.getNode, e.observe); err != nil {
+			return true, err
+		}
+	}
 	if e.cur.Status.State != Running {
 		if e.cur.Status.State == Done {
 			return true, nil
