@@ -336,6 +336,9 @@ func (n *Node) stop() {
 	if n.containerd != nil {
 		_ = n.containerd.stop(10 * time.Second)
 	}
+	if n.cluster.opts.Pods {
+		n.killShims()
+	}
 }
 
 // StopKubelet stops the kubelet and keeps it stopped.
