@@ -22,11 +22,13 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// Controller drives the NodeConfigRollouts of one namespace: each one that
-// needs a driver gets one engine (rollout.Run) of its own, until the
-// rollout is done, halted, aborted or paused. Its informer sees pause,
-// resume and abort (the rollout's spec) and new rollouts, and it drives
-// them again as needed. It must run only while it leads: see RunLeader.
+// Controller drives the NodeConfigRollouts of one namespace: a work queue
+// hands each rollout that needs a driver to rollout.Reconciler, a pass at
+// a time, until the rollout is done, halted, aborted or paused; each pass
+// says when to look again, and a change of the rollout or of its nodes
+// brings the next one sooner. Its informer sees pause, resume and abort
+// (the rollout's spec) and new rollouts. It must run only while it leads:
+// see RunLeader.
 type Controller struct {
 	Kube  kubernetes.Interface
 	Store *rollout.Store
@@ -40,13 +42,24 @@ type Controller struct {
 	// Options are the engine's options; Log is set from Log.
 	Options rollout.Options
 
-	queue   workqueue.TypedRateLimitingInterface[string]
-	indexer cache.Indexer
+	// Workers is how many rollouts are reconciled at once
+	// (DefaultWorkers when 0): a pass that drains nodes holds its worker
+	// until they are drained.
+	Workers int
 
-	mu      sync.Mutex
-	driving map[string]bool
-	wg      sync.WaitGroup
+	queue    workqueue.TypedRateLimitingInterface[string]
+	indexer  cache.Indexer
+	rollouts *rollout.Reconciler
+	// mu guards reported, the state last logged of each rollout driven,
+	// and indexer, which the metrics' collector reads.
+	mu       sync.Mutex
+	reported map[string]rollout.State
+
+	wg sync.WaitGroup
 }
+
+// DefaultWorkers is Controller.Workers' default.
+const DefaultWorkers = 4
 
 // NeedsDriver reports whether r needs an engine to drive it: it is Running,
 // or its spec asks for a state (paused, resumed, aborted) that its status
@@ -63,7 +76,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	c.driving = map[string]bool{}
+	c.reported = map[string]rollout.State{}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "dkc-controller"})
@@ -93,8 +109,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := nodes.SetTransform(rollout.SlimNode); err != nil {
 		return fmt.Errorf("watch nodes: %w", err)
 	}
-	c.Options.Nodes = nodes
-	c.Options.Rollouts = inf
+	opts := c.Options
+	opts.Nodes, opts.Rollouts, opts.Log = nodes, inf, c.Log
+	if opts.Clock == nil {
+		opts.Clock = c.Clock
+	}
+	var err error
+	if c.rollouts, err = rollout.NewReconciler(c.Kube, c.Store, opts, c.queue.Add); err != nil {
+		return err
+	}
+	defer c.rollouts.Close()
 	var p *pools
 	if c.Pools != nil {
 		var err error
@@ -140,7 +164,11 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	for c.next(ctx) {
+	for range c.Workers {
+		c.wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
 	}
 	c.wg.Wait()
 	return ctx.Err()
@@ -214,79 +242,58 @@ func (c *Controller) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(name)
-	if err := c.reconcile(ctx, name); err != nil {
-		klog.FromContext(ctx).Error(err, "Reconcile failed; retrying", "rollout", name)
-		c.queue.AddRateLimited(name)
-		return true
-	}
+	c.reconcile(ctx, name)
 	return true
 }
 
-// reconcile starts an engine for rollout name if it needs one and none
-// runs.
-func (c *Controller) reconcile(ctx context.Context, name string) error {
-	obj, exists, err := c.indexer.GetByKey(c.Store.Namespace + "/" + name)
-	if err != nil || !exists {
-		return err
+// reconcile makes a pass over rollout name when it needs a driver, and
+// has the queue hand it out again when the pass asks.
+func (c *Controller) reconcile(ctx context.Context, name string) {
+	logger := klog.FromContext(ctx).WithValues("rollout", name)
+	if !c.rollouts.Driving(name) {
+		obj, exists, err := c.indexer.GetByKey(c.Store.Namespace + "/" + name)
+		if err != nil || !exists {
+			return
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		r, err := rollout.Decode(u)
+		if err != nil {
+			logger.Error(err, "Cannot read rollout")
+			return
+		}
+		if !NeedsDriver(r) {
+			return
+		}
+		logger.Info("Driving rollout")
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return fmt.Errorf("unexpected object %T", obj)
-	}
+	res, err := c.rollouts.Reconcile(ctx, name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.driving[name] {
-		// Its engine sees the change itself. Every write of a running
-		// rollout comes here: no need to decode it.
-		return nil
+	if r := res.Rollout; r != nil && r.Status.State != c.reported[name] {
+		c.reported[name] = r.Status.State
+		logger.Info("Rollout state", "state", r.Status.State, "wave", r.Status.Wave, "reason", r.Status.Reason)
 	}
-	r, err := rollout.Decode(u)
-	if err != nil {
-		return err
-	}
-	if !NeedsDriver(r) {
-		return nil
-	}
-	c.driving[name] = true
-	c.wg.Add(1)
-	go c.drive(ctx, name)
-	return nil
-}
-
-// drive runs the engine on rollout name until it stops, and has the
-// rollout looked at again: its spec may have changed meanwhile.
-func (c *Controller) drive(ctx context.Context, name string) {
-	defer c.wg.Done()
-	logger := klog.FromContext(ctx).WithValues("rollout", name)
-	logger.Info("Driving rollout")
-	opts := c.Options
-	opts.Log = c.Log
-	var last rollout.State
-	opts.OnChange = func(r *rollout.Rollout, _ map[string]rollout.Observed) {
-		if r.Status.State != last {
-			last = r.Status.State
-			logger.Info("Rollout state", "state", r.Status.State, "wave", r.Status.Wave, "reason", r.Status.Reason)
-		}
-	}
-	r, err := rollout.Run(ctx, c.Kube, c.Store, name, opts)
-	c.mu.Lock()
-	delete(c.driving, name)
-	c.mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
 		return
-	case err == nil, errors.Is(err, rollout.ErrPaused), errors.Is(err, rollout.ErrHalted), errors.Is(err, rollout.ErrAborted):
-		state := rollout.State("")
-		if r != nil {
-			state = r.Status.State
-		}
-		logger.Info("Stopped driving rollout", "state", state)
-		c.queue.Forget(name)
-		c.queue.Add(name)
 	case errors.Is(err, rollout.ErrNotFound):
 		logger.Info("Rollout deleted")
-	default:
+		delete(c.reported, name)
+		c.queue.Forget(name)
+	case res.Done && (err == nil || errors.Is(err, rollout.ErrPaused) || errors.Is(err, rollout.ErrHalted) || errors.Is(err, rollout.ErrAborted)):
+		logger.Info("Stopped driving rollout", "state", c.reported[name])
+		delete(c.reported, name)
+		// Its spec may have changed during the pass.
+		c.queue.Forget(name)
+		c.queue.Add(name)
+	case err != nil:
 		logger.Error(err, "Driving rollout failed; retrying")
 		c.queue.AddRateLimited(name)
+	default:
+		c.queue.Forget(name)
+		c.queue.AddAfter(name, res.RequeueAfter)
 	}
 }

@@ -28,8 +28,9 @@ var ErrLegacy = errors.New("the rollout was started by an earlier dkc, which kep
 // the rollout and its nodes, decides what to do (decide, which holds the
 // rules), and carries the decision out (execute). Read-only, or while
 // another client holds the rollout's Lease, it reports each node's phase
-// and acts on nothing.
-func (e *engine) pass(ctx context.Context) (finished bool, err error) {
+// and acts on nothing. lead is the context of this driver's tenure of the
+// Lease; nil when it follows.
+func (e *engine) pass(ctx, lead context.Context) (finished bool, err error) {
 	if err := e.refresh(ctx); err != nil {
 		return true, err
 	}
@@ -42,7 +43,6 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	lead := e.leading()
 	if lead == nil {
 		r, _ := recordPhases(view, observed, metav1.NewMicroTime(now))
 		r.Status.State = r.State()
@@ -51,10 +51,11 @@ func (e *engine) pass(ctx context.Context) (finished bool, err error) {
 	if len(e.cur.Status.LegacyNodes) > 0 && !e.cur.State().Terminal() {
 		return true, fmt.Errorf("rollout %q: %w: finish it with the dkc that started it, or abort it (kubectl dkc rollout abort %s) and start it again", e.cur.Name, ErrLegacy, e.cur.Name)
 	}
+	took := e.cur.State() != e.cur.Status.State
 	if ok, err := e.takeState(lead, view, observed, now); !ok || err != nil {
 		return e.unlessTenureEnded(lead, ctx, err != nil, err)
 	}
-	if view.ResourceVersion != e.cur.ResourceVersion {
+	if took {
 		// takeState wrote the rollout: decide on what it wrote, whose
 		// resourceVersion the pass's writes go over.
 		if view, err = e.resolve(); err != nil {

@@ -71,7 +71,7 @@ func TestExecuteWritesTheStatus(t *testing.T) {
 			writes := countWrites(store)
 			clock := testingclock.NewFakeClock(t0)
 			e := &engine{client: fake.NewClientset(), store: store, opts: Options{Clock: clock, StatusInterval: time.Minute, Parallel: 1},
-				cur: cur, rv: cur.ResourceVersion, kick: make(chan struct{}, 1), assigned: map[string]bool{}, marks: map[string]*Mark{},
+				cur: cur, rv: cur.ResourceVersion, assigned: map[string]bool{}, marks: map[string]*Mark{},
 				written: t0.Add(-tc.since)}
 			d := Decision{Rollout: cur.DeepCopy(), Write: tc.write, Final: tc.final}
 			d.Rollout.Status.Nodes = map[string]NodeStatus{}
@@ -168,7 +168,7 @@ func TestTakeStateCountsTheNodesFromTheirMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &engine{store: store, opts: Options{Clock: testingclock.NewFakeClock(t0)}, cur: aborted, rv: aborted.ResourceVersion,
-		kick: make(chan struct{}, 1), assigned: map[string]bool{}, marks: map[string]*Mark{}}
+		assigned: map[string]bool{}, marks: map[string]*Mark{}}
 	observed := map[string]Observed{"n1": ours(running), "n2": ours(applying), "n3": running, "n4": idle}
 	if ok, err := e.takeState(ctx, aborted, observed, t0); !ok || err != nil {
 		t.Fatalf("takeState: %v, %v", ok, err)
@@ -253,7 +253,7 @@ func TestExecuteDoesNotHaltWhenItsTenureEnds(t *testing.T) {
 		t.Fatalf("decide started %v, want the three nodes", d.Start)
 	}
 	e := &engine{client: client, store: store, opts: Options{Clock: testingclock.NewFakeClock(t0), StatusInterval: time.Hour, Parallel: 1},
-		cur: cur, rv: cur.ResourceVersion, kick: make(chan struct{}, 1), assigned: map[string]bool{}, marks: map[string]*Mark{}, written: t0}
+		cur: cur, rv: cur.ResourceVersion, assigned: map[string]bool{}, marks: map[string]*Mark{}, written: t0}
 	_, _ = e.execute(ctx, d, nil, nodes, t0)
 	client.mu.Lock()
 	tried := append([]string(nil), client.tried...)

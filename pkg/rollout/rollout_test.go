@@ -883,7 +883,7 @@ func TestEngineTellsItsOwnWritesFromOthers(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			e := &engine{kick: make(chan struct{}, 1), rv: "1"}
+			e := &engine{rv: "1"}
 			tc.steps(e)
 			if e.stale != tc.wantStale {
 				t.Errorf("stale = %v, want %v", e.stale, tc.wantStale)
