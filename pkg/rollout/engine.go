@@ -72,6 +72,11 @@ type Options struct {
 	// returns once the rollout is Done, Halted or Aborted. This is
 	// `rollout status -w`.
 	ReadOnly bool
+	// FollowInterval is the least time between two passes of a ReadOnly
+	// follower (DefaultFollowInterval when 0): the changes that come
+	// meanwhile are shown together. A pass looks at every node, and a
+	// follower that made one per event spent a core on a large fleet.
+	FollowInterval time.Duration
 	// Nodes and Rollouts are synced informers on every Node and on the
 	// rollouts of the store's namespace, which a Reconciler shares with
 	// its host (the controller's): one watch and one cache for every
@@ -102,6 +107,9 @@ type Options struct {
 	// HTTPClient asks the Alertmanager; http.DefaultClient when nil.
 	HTTPClient *http.Client
 }
+
+// DefaultFollowInterval is Options.FollowInterval's default.
+const DefaultFollowInterval = 500 * time.Millisecond
 
 // DefaultStatusInterval is Options.StatusInterval's default.
 const DefaultStatusInterval = 5 * time.Second

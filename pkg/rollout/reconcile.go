@@ -105,6 +105,9 @@ func NewReconciler(client kubernetes.Interface, store *Store, opts Options, enqu
 	if opts.RetryPeriod <= 0 {
 		opts.RetryPeriod = lease.DefaultRetryPeriod
 	}
+	if opts.FollowInterval <= 0 {
+		opts.FollowInterval = DefaultFollowInterval
+	}
 	rc := &Reconciler{client: client, store: store, opts: opts, enqueue: enqueue,
 		nodes: listerscorev1.NewNodeLister(opts.Nodes.GetIndexer()), engines: map[string]*engine{}}
 	onNode := func(obj any) {
@@ -281,7 +284,11 @@ func (e *engine) reconcile(ctx context.Context) (Result, error) {
 		lead = tenure
 	} else if idle {
 		return e.result(now), nil
+	} else if next := e.passed.Add(e.opts.FollowInterval); now.Before(next) {
+		// Following: the changes since the last pass are shown together.
+		return Result{Rollout: e.cur, RequeueAfter: next.Sub(now)}, nil
 	}
+	e.passed = now
 	e.dirty.Store(false)
 	e.resyncAt = now.Add(e.opts.Resync)
 	finished, err := e.pass(ctx, lead)
@@ -329,8 +336,9 @@ type engine struct {
 	// host for one.
 	dirty  atomic.Bool
 	wakeup func()
-	// resyncAt is when the next pass is due without an event.
-	resyncAt time.Time
+	// resyncAt is when the next pass is due without an event; passed is
+	// when the last pass began.
+	resyncAt, passed time.Time
 	// wake is when a soak ends, a window opens, or the Alertmanager is
 	// asked again (Decision.Wake); zero when none.
 	wake time.Time

@@ -145,3 +145,43 @@ func newReconciler(ctx context.Context, t *testing.T, client kubernetes.Interfac
 	rf.WaitForCacheSync(ctx.Done())
 	return rc
 }
+
+// TestFollowerShowsChangesTogether: a follower (ReadOnly) makes at most
+// one pass per FollowInterval, however many events come: each looks at
+// every node, and one per event cost a core at 5000 nodes.
+func TestFollowerShowsChangesTogether(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store := newStore()
+	createRollout(t, store, New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)}))
+	clock := testingclock.NewFakeClock(t0)
+	rc := newReconciler(ctx, t, client, store, Options{Clock: clock, ReadOnly: true}, func(string) {})
+	defer rc.Close()
+	if res, err := rc.Reconcile(ctx, "r1"); err != nil || res.Done {
+		t.Fatalf("Reconcile: %v, done %t", err, res.Done)
+	}
+	e := rc.engines["r1"]
+	first := e.passed
+	for range 3 {
+		e.poke()
+		clock.Step(100 * time.Millisecond)
+		res, err := rc.Reconcile(ctx, "r1")
+		if err != nil || res.Done {
+			t.Fatalf("Reconcile: %v, done %t", err, res.Done)
+		}
+		if wait := first.Add(DefaultFollowInterval).Sub(clock.Now()); res.RequeueAfter != wait {
+			t.Errorf("requeued after %s, want %s: the rest of the interval", res.RequeueAfter, wait)
+		}
+	}
+	if !e.passed.Equal(first) {
+		t.Fatalf("a pass %s after the last one", e.passed.Sub(first))
+	}
+	clock.Step(200 * time.Millisecond)
+	if _, err := rc.Reconcile(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.passed.Equal(clock.Now()) || e.dirty.Load() {
+		t.Errorf("no pass once the interval passed (last at %s, now %s), or one still asked for", e.passed, clock.Now())
+	}
+}

@@ -2,13 +2,15 @@
 // first, then waves that never take more than a budget of nodes out of
 // service, halting on the first node that reports an error.
 //
-// The rollout is a resumable client (design 1 of the design notes). Its
-// state lives in the apiserver, in a NodeConfigRollout object in the config
-// namespace (see Store), and in each node's carrier status: a node whose
-// status shows the target config active is done, a node assigned the target
-// but not yet running it is in progress. Any client can pick the rollout up
-// where another left it (Run); every write to the rollout object carries a
-// resourceVersion precondition, so two clients never take the same slot.
+// The rollout is driven by a reconciler (Reconciler), hosted by the
+// controller or by the CLI (Run). Its state lives in the apiserver: in a
+// NodeConfigRollout object in the config namespace (see Store), in each
+// node's mark (Mark) and carrier status, and in the rollout's Lease. A node
+// whose status shows the target config active is done, a node marked but
+// not yet running it is in progress. Any client can pick the rollout up
+// where another left it; one acts at a time, the holder of the Lease, and
+// every write to the rollout object carries a resourceVersion
+// precondition.
 package rollout
 
 import (
