@@ -120,6 +120,15 @@ func logLeases(client *fake.Clientset, ev *events, cut func(holder string) bool)
 		if cut != nil && cut(holder) {
 			return true, nil, errors.New("cut off")
 		}
+		// Only a write that will succeed changes the holder: not a
+		// create that loses to another's, nor a stale update.
+		cur, err := client.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), l.Namespace, l.Name)
+		switch {
+		case a.GetVerb() == "create" && err == nil:
+			return false, nil, nil
+		case a.GetVerb() == "update" && (err != nil || cur.(*coordinationv1.Lease).ResourceVersion != l.ResourceVersion):
+			return false, nil, nil
+		}
 		if holder != last {
 			last = holder
 			ev.add("lease %s", holder)

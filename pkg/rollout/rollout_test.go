@@ -280,12 +280,15 @@ func (a *fakeAgents) handle(ctx context.Context, node *corev1.Node) {
 				next.Active = st.Active
 			}
 		}
-		patch, _ := source.StatusPatch(source.Annotation, next, nil)
-		_, _ = a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		// The restart is over before the agent reports it: once the
+		// report is written, a driver may start the next node before
+		// this goroutine runs again.
 		a.mu.Lock()
 		delete(a.busy, node.Name)
 		a.finished = append(a.finished, node.Name)
 		a.mu.Unlock()
+		patch, _ := source.StatusPatch(source.Annotation, next, nil)
+		_, _ = a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		// Events that came while busy were dropped: look at the node as
 		// it is now, as a level-driven agent does.
 		if now, err := a.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err == nil {
