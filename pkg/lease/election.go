@@ -53,12 +53,8 @@ type Election struct {
 func (e *Election) Run(ctx context.Context, lead func(context.Context)) error {
 	logger := klog.FromContext(ctx)
 	duration, deadline := orDefault(e.LeaseDuration, DefaultLeaseDuration), orDefault(e.RenewDeadline, DefaultRenewDeadline)
-	// The Lease stores whole seconds: a duration of 1.5 s would let
-	// another client take over after 1 s, before a holder with a
-	// deadline of 1.2 s stops. So a duration must be whole seconds,
-	// longer than the deadline.
-	if duration%time.Second != 0 || duration <= deadline {
-		return fmt.Errorf("lease %s/%s: a duration of %s and a renew deadline of %s: the duration must be whole seconds, longer than the deadline", e.Namespace, e.Name, duration, deadline)
+	if err := checkTimings(e.Namespace, e.Name, duration, deadline); err != nil {
+		return err
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
@@ -98,6 +94,17 @@ func (e *Election) Run(ctx context.Context, lead func(context.Context)) error {
 		return ctx.Err()
 	}
 	return fmt.Errorf("lease %s/%s: %w", e.Namespace, e.Name, ErrLost)
+}
+
+// checkTimings refuses a fence that does not hold. The Lease stores whole
+// seconds: a duration of 1.5 s would let another client take over after
+// 1 s, before a holder with a deadline of 1.2 s stops. So a duration must
+// be whole seconds, longer than the deadline.
+func checkTimings(namespace, name string, duration, deadline time.Duration) error {
+	if duration%time.Second != 0 || duration <= deadline {
+		return fmt.Errorf("lease %s/%s: a duration of %s and a renew deadline of %s: the duration must be whole seconds, longer than the deadline", namespace, name, duration, deadline)
+	}
+	return nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -52,8 +52,8 @@ func (f *Fence) init() error {
 	f.LeaseDuration = orDefault(f.LeaseDuration, DefaultLeaseDuration)
 	f.RenewDeadline = orDefault(f.RenewDeadline, DefaultRenewDeadline)
 	f.RetryPeriod = orDefault(f.RetryPeriod, DefaultRetryPeriod)
-	if f.LeaseDuration%time.Second != 0 || f.LeaseDuration <= f.RenewDeadline {
-		return fmt.Errorf("lease %s/%s: a duration of %s and a renew deadline of %s: the duration must be whole seconds, longer than the deadline", f.Namespace, f.Name, f.LeaseDuration, f.RenewDeadline)
+	if err := checkTimings(f.Namespace, f.Name, f.LeaseDuration, f.RenewDeadline); err != nil {
+		return err
 	}
 	if f.Clock == nil {
 		f.Clock = clock.RealClock{}

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,5 +132,14 @@ func TestFenceHoldEndsTheTenure(t *testing.T) {
 	}
 	if !errors.Is(context.Cause(tenure), ErrLost) {
 		t.Errorf("cause %v; want ErrLost", context.Cause(tenure))
+	}
+}
+
+// TestFenceRefusesAWeakFence: the same timings as Election's.
+func TestFenceRefusesAWeakFence(t *testing.T) {
+	a, _, _, _ := newFences(t)
+	a.LeaseDuration, a.RenewDeadline = 1500*time.Millisecond, 1200*time.Millisecond
+	if ok, err := a.TryHold(context.Background()); ok || err == nil || !strings.Contains(err.Error(), "whole seconds") {
+		t.Errorf("TryHold = %t, %v; want a refusal naming whole seconds", ok, err)
 	}
 }
