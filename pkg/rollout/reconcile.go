@@ -180,7 +180,7 @@ func (rc *Reconciler) Driving(name string) bool {
 func (rc *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
 	e, err := rc.engine(ctx, name)
 	if err != nil {
-		return Result{Done: apierrors.IsNotFound(err) || errors.Is(err, ErrNotFound)}, err
+		return Result{Done: errors.Is(err, ErrNotFound)}, err
 	}
 	res, err := e.reconcile(ctx)
 	if res.Done || err != nil {
