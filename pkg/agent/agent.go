@@ -125,6 +125,9 @@ type Agent struct {
 	podView podView
 	// nodes is Run's informer's view of the Node; nil outside Run.
 	nodes corelisters.NodeLister
+	// flagsRead is when publishFlags last read the kubelet's flags; zero
+	// before the first read and after each restart.
+	flagsRead time.Time
 	// leaseRenewed is the latest renewTime of the node's Lease that a
 	// trial check read; zero before the first.
 	leaseRenewed time.Time

@@ -253,6 +253,7 @@ func (a *Agent) restart(ctx context.Context, before, after []byte) (time.Time, e
 	logger := klog.FromContext(ctx)
 	began := a.Clock.Now()
 	defer func() { a.Metrics.PhaseDuration.WithLabelValues(PhaseRestart).Observe(a.Clock.Since(began).Seconds()) }()
+	a.flagsRead = time.Time{} // the new kubelet may have been given other flags
 	var cpu, memory bool
 	oldCfg, err1 := decodeLenient(before)
 	newCfg, err2 := decodeLenient(after)

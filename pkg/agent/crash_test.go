@@ -26,6 +26,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/atomicfile/atomicfiletest"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint/checkpointtest"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -66,6 +67,11 @@ func (healthProber) Probe(_ context.Context, want kubelet.Expectation) error {
 // Running fails: changes are judged against the config file alone.
 func (healthProber) Running(context.Context, []byte) ([]byte, error) {
 	return nil, errors.New("no configz")
+}
+
+// Flags: a kubelet before /flagz.
+func (healthProber) Flags(context.Context, []byte) (map[string]string, error) {
+	return nil, flagz.ErrNotServed
 }
 
 // crashEnv is an agent with the real store and the real kubelet config

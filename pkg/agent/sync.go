@@ -60,7 +60,15 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 	a.judging = o.judging()
 	d := decide(o)
 	out := a.act(ctx, node, o, d)
-	return out.requeue, a.report(ctx, node, o, d, out)
+	if err := a.report(ctx, node, o, d, out); err != nil {
+		return out.requeue, err
+	}
+	if err := a.publishFlags(ctx, node); err != nil {
+		// The flags help assigners; they are no reason to retry the
+		// sync: the next one reads them again.
+		klog.FromContext(ctx).Info("Could not record the kubelet's flags on the node", "err", err)
+	}
+	return out.requeue, nil
 }
 
 // outcome is what a step leaves to report: the report (nil: nothing of its

@@ -82,16 +82,16 @@ func Path(nodeName string) string {
 	return "/api/v1/nodes/" + nodeName + "/proxy/flagz"
 }
 
-// accept asks for the structured form: the text form "is not meant to be
+// Accept asks for the structured form: the text form "is not meant to be
 // machine parseable" and changes its separator at random.
-const accept = "application/json;as=Flagz;v=v1beta1;g=config.k8s.io, application/json;as=Flagz;v=v1alpha1;g=config.k8s.io"
+const Accept = "application/json;as=Flagz;v=v1beta1;g=config.k8s.io, application/json;as=Flagz;v=v1alpha1;g=config.k8s.io"
 
 // Fetch returns node nodeName's kubelet flags, by name, read through the
 // apiserver's node proxy (get on nodes/proxy). A kubelet that does not serve
 // /flagz is ErrNotServed. Pass a core/v1 client:
 // clientset.CoreV1().RESTClient().
 func Fetch(ctx context.Context, client rest.Interface, nodeName string) (map[string]string, error) {
-	res := client.Get().AbsPath("/api/v1/nodes", nodeName, "proxy", "flagz").SetHeader("Accept", accept).Do(ctx)
+	res := client.Get().AbsPath("/api/v1/nodes", nodeName, "proxy", "flagz").SetHeader("Accept", Accept).Do(ctx)
 	raw, err := res.Raw()
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -133,7 +133,9 @@ func Parse(raw []byte) (map[string]string, error) {
 
 // Shadow is a field that a kubelet's flag sets.
 type Shadow struct {
-	Field, Flag, Value string
+	Field string `json:"field"`
+	Flag  string `json:"flag"`
+	Value string `json:"value"`
 }
 
 func (s Shadow) String() string {
@@ -217,20 +219,33 @@ const Parallel = 16
 
 // CheckNodes refuses payload when it changes, on one of nodes, a field that
 // the node's kubelet sets by a flag, naming each node, field and flag. A
-// node whose flags cannot be read (no /flagz, no permission, unreachable) is
-// left out: of it, that cannot be known.
+// node's flags are what its agent recorded on it (OnNode) when it did, else
+// a read of its kubelet's /flagz through the apiserver's node proxy. A node
+// whose flags are known neither way (no /flagz, no permission, unreachable)
+// is left out: of it, that cannot be known.
 func CheckNodes(ctx context.Context, client kubernetes.Interface, nodes []corev1.Node, payload []byte) error {
 	var set map[string]any
 	if err := yaml.Unmarshal(payload, &set); err != nil || !setsAny(set) {
 		return nil
 	}
 	found := map[string][]Shadow{}
+	var unknown []string
+	for i := range nodes {
+		shadowed, ok := OnNode(&nodes[i])
+		if !ok {
+			unknown = append(unknown, nodes[i].Name)
+			continue
+		}
+		if c := Conflicts(payload, shadowed); len(c) > 0 {
+			found[nodes[i].Name] = c
+		}
+	}
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
 	next := make(chan string)
-	for range min(Parallel, len(nodes)) {
+	for range min(Parallel, len(unknown)) {
 		wg.Go(func() {
 			for name := range next {
 				flags, err := Read(ctx, client, name)
@@ -245,8 +260,8 @@ func CheckNodes(ctx context.Context, client kubernetes.Interface, nodes []corev1
 			}
 		})
 	}
-	for i := range nodes {
-		next <- nodes[i].Name
+	for _, name := range unknown {
+		next <- name
 	}
 	close(next)
 	wg.Wait()

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -96,5 +98,58 @@ func TestCheckNodes(t *testing.T) {
 	}
 	if _, err := Read(context.Background(), client, "old"); !errors.Is(err, ErrNotServed) {
 		t.Errorf("a kubelet without /flagz: %v, want ErrNotServed", err)
+	}
+}
+
+// TestCheckNodesFromAnnotations: a node whose agent recorded its flags
+// (Annotation) is judged by the record, without a read of its kubelet; a
+// node without a record, or with one that does not decode, is read.
+func TestCheckNodesFromAnnotations(t *testing.T) {
+	var mu sync.Mutex
+	var read []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		read = append(read, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"43"}}`)
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name string, annotation ...string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if len(annotation) > 0 {
+			n.Annotations = map[string]string{Annotation: annotation[0]}
+		}
+		return n
+	}
+	nodes := []corev1.Node{
+		node("recorded", Encode([]Shadow{{Field: "maxPods", Flag: "max-pods", Value: "42"}})),
+		node("recorded-none", Encode(nil)),
+		node("unrecorded"),
+		node("garbled", "{"),
+	}
+	err = CheckNodes(context.Background(), client, nodes, []byte("kind: KubeletConfiguration\nmaxPods: 50\n"))
+	var shadow *ShadowError
+	if !errors.As(err, &shadow) {
+		t.Fatalf("err %v, want a ShadowError", err)
+	}
+	want := map[string][]Shadow{
+		"recorded":   {{Field: "maxPods", Flag: "max-pods", Value: "42"}},
+		"unrecorded": {{Field: "maxPods", Flag: "max-pods", Value: "43"}},
+		"garbled":    {{Field: "maxPods", Flag: "max-pods", Value: "43"}},
+	}
+	if diff := cmp.Diff(want, shadow.Nodes); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	sort.Strings(read)
+	if diff := cmp.Diff([]string{"/api/v1/nodes/garbled/proxy/flagz", "/api/v1/nodes/unrecorded/proxy/flagz"}, read); diff != "" {
+		t.Errorf("kubelets read (-want +got):\n%s", diff)
+	}
+	if v := Encode(nil); v != "[]" {
+		t.Errorf("Encode(nil) = %q, want []", v)
 	}
 }

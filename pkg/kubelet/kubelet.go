@@ -113,4 +113,8 @@ type Prober interface {
 	// asking the kubelet at the address of current, the effective config
 	// it was started on. It fails when the kubelet does not answer.
 	Running(ctx context.Context, current []byte) ([]byte, error)
+	// Flags returns the kubelet's command-line flags, by name, as its
+	// /flagz lists them, asking the kubelet at the address of current. A
+	// kubelet that does not serve /flagz is flagz.ErrNotServed.
+	Flags(ctx context.Context, current []byte) (map[string]string, error)
 }

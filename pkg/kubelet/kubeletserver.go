@@ -131,13 +131,17 @@ func openHealthzURL(want map[string]any) (string, error) {
 	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
 }
 
-// get reads url with client, at most 64 KiB of it.
-func (p *HealthProber) get(ctx context.Context, client *http.Client, url string) (*http.Response, []byte, error) {
+// get reads url with client, at most 64 KiB of it; accept, when given, is
+// the request's Accept header.
+func (p *HealthProber) get(ctx context.Context, client *http.Client, url string, accept ...string) (*http.Response, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, a := range accept {
+		req.Header.Add("Accept", a)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 )
 
@@ -65,6 +66,8 @@ type fakeNode struct {
 	cannotAsk int
 	// openPaths records the paths asked of the unauthenticated healthz.
 	openPaths []string
+	// flagz is the structured /flagz; empty: not served (404).
+	flagz string
 }
 
 // open serves the kubelet's unauthenticated healthz (healthzPort).
@@ -111,6 +114,17 @@ func (f *fakeNode) kubelet(w http.ResponseWriter, r *http.Request) {
 	case "/configz":
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, f.configz)
+	case "/flagz":
+		if f.flagz == "" {
+			http.NotFound(w, r)
+			return
+		}
+		if !strings.HasPrefix(r.Header.Get("Accept"), "application/json;as=Flagz") {
+			fmt.Fprint(w, "kubelet flags\nmax-pods=42\n") // the text form
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, f.flagz)
 	default:
 		http.NotFound(w, r)
 	}
@@ -736,6 +750,27 @@ func TestProbeRunning(t *testing.T) {
 				t.Errorf("healthz asked %d times, want several attempts", n.healthzHits)
 			}
 		})
+	}
+}
+
+// TestFlags reads the kubelet's /flagz in its structured form; a kubelet
+// that does not serve it is flagz.ErrNotServed.
+func TestFlags(t *testing.T) {
+	n := healthyNode()
+	n.flagz = `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"42","v":"2"}}`
+	s := startFakeNode(t, n)
+	got, err := s.prober(t).Flags(context.Background(), []byte(`{"maxPods":110}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"max-pods": "42", "v": "2"}, got); diff != "" {
+		t.Errorf("flags (-want +got):\n%s", diff)
+	}
+	n.mu.Lock()
+	n.flagz = ""
+	n.mu.Unlock()
+	if _, err := s.prober(t).Flags(context.Background(), []byte(`{"maxPods":110}`)); !errors.Is(err, flagz.ErrNotServed) {
+		t.Errorf("a kubelet without /flagz: %v, want flagz.ErrNotServed", err)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
@@ -156,6 +157,23 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer fleet.stop()
+	// Each agent's first sync records its kubelet's flags on its Node,
+	// which rollout start reads in place of each kubelet's /flagz.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		recorded := 0
+		for i := range list.Items {
+			if _, ok := flagz.OnNode(&list.Items[i]); ok {
+				recorded++
+			}
+		}
+		return recorded == n, nil
+	}); err != nil {
+		b.Fatalf("the agents did not record their kubelets' flags on the nodes: %v", err)
+	}
 	heapIdle := heapInUse()
 	b.Logf("%d agents running and watching after %s; Go heap in use %.1f MiB more than before them",
 		n, fleet.startup.Round(time.Millisecond), mib(heapIdle-heapBefore))
@@ -463,7 +481,8 @@ func startFleet(ctx context.Context, b *testing.B, kubeconfig string, nodes []*c
 			Store:     store,
 			Writer:    &kfake.FakeWriter{WriterMode: kubelet.Replace, LocalConfig: []byte(fleetLocal), Current: []byte(fleetLocal)},
 			Restarter: r,
-			Prober: &slowProber{gate: gate, done: func() {
+			// A kubelet given no flag that sets a config field.
+			Prober: &slowProber{FakeProber: kfake.FakeProber{KubeletFlags: map[string]string{"max-pods": "110"}}, gate: gate, done: func() {
 				f.record(&f.ends, f.endOf, name)
 				f.inProgress.Add(-1)
 			}},

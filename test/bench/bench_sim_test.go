@@ -109,7 +109,10 @@ func simNode(name string, i int, st simNodeState) (*corev1.Node, error) {
 				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
 			},
 			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)},
+				// On loopback, where nothing serves a kubelet: the
+				// apiserver's node proxy, when asked, reaches no other
+				// host and is refused at once.
+				{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("127.%d.%d.%d", 1+i>>16&255, i>>8&255, i&255)},
 				{Type: corev1.NodeHostName, Address: name},
 			},
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},

@@ -462,6 +462,16 @@ func nodeAssignment(t *testing.T, c *framework.Cluster, node string) string {
 	return n.Annotations[source.AssignedAnnotation] + " " + n.Annotations[source.PinAnnotation]
 }
 
+// nodeAnnotation is the Node's annotation key, "" when it has none.
+func nodeAnnotation(t *testing.T, c *framework.Cluster, node, key string) string {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Annotations[key]
+}
+
 // mayUse asks the apiserver whether user may use the unsafe class.
 func mayUse(ctx context.Context, c *framework.Cluster, user, class string) bool {
 	r, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{

@@ -10,13 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/test/e2e/framework"
 )
 
 // TestCheck runs kubectl dkc check on kubeadm nodes with deploy/ installed
 // as shipped: every check passes on the healthy install; a kubelet started
-// with --max-pods is named, with its flag, and assign and rollout start
-// refuse a config that changes maxPods there; an agent at another version
+// with --max-pods is named, with its flag, its agent records the field on
+// the Node, and assign and rollout start refuse a config that changes
+// maxPods there; an agent at another version
 // than the CLI fails the agents' check; a deleted admission policy fails
 // the policies' check and lets the forged write through.
 func TestCheck(t *testing.T) {
@@ -76,6 +78,15 @@ func TestCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitAgentPods(t, c, 2*time.Minute, agentContainerReady)
+		// The agent reads its kubelet's /flagz and records the field on
+		// the Node; assign and rollout start below refuse from that.
+		want := `[{"field":"maxPods","flag":"max-pods","value":"42"}]`
+		waitFor(t, time.Minute, "the agent to record --max-pods=42 on node/"+f.Name, func() bool {
+			return nodeAnnotation(t, c, f.Name, flagz.Annotation) == want
+		})
+		if got := nodeAnnotation(t, c, n.Name, flagz.Annotation); got != "[]" {
+			t.Errorf("node/%s: %s = %q, want [] (kubeadm sets no such flag)", n.Name, flagz.Annotation, got)
+		}
 		r := dkc(t, c, "", "check")
 		if !has(r, "!", "node/"+f.Name+" flags", "maxPods (set by --max-pods=42)") {
 			t.Errorf("check names no maxPods set by --max-pods=42 on node/%s", f.Name)
@@ -88,7 +99,7 @@ func TestCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		createConfigMap(t, c, "check-max-pods", framework.ConfigWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 50 }))
-		want := `node "` + f.Name + `": maxPods (set by --max-pods=42)`
+		want = `node "` + f.Name + `": maxPods (set by --max-pods=42)`
 		before := nodeAssignment(t, c, f.Name)
 		for _, args := range [][]string{
 			{"assign", f.Name, "--config", "check-max-pods"},

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubelet"
 )
 
@@ -185,9 +187,22 @@ type FakeProber struct {
 	// Live is what Running returns: the kubelet's configz; nil makes
 	// Running fail, as for a kubelet that does not answer.
 	Live []byte
+	// KubeletFlags is what Flags returns: the kubelet's /flagz; nil makes
+	// Flags fail with flagz.ErrNotServed, as for a kubelet before 1.36.
+	KubeletFlags map[string]string
 }
 
 var _ kubelet.Prober = &FakeProber{}
+
+// Flags returns KubeletFlags, or flagz.ErrNotServed when it is nil.
+func (p *FakeProber) Flags(ctx context.Context, current []byte) (map[string]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.KubeletFlags == nil {
+		return nil, fmt.Errorf("fake kubelet: %w", flagz.ErrNotServed)
+	}
+	return maps.Clone(p.KubeletFlags), nil
+}
 
 // Running returns Live, or an error when Live is nil.
 func (p *FakeProber) Running(ctx context.Context, current []byte) ([]byte, error) {

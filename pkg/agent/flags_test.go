@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
+	kfake "github.com/kubectl-dkc/dkc/pkg/kubelet/fake"
+)
+
+// flagsAnnotation is the node's flagz.Annotation, and whether it has one.
+func (e *env) flagsAnnotation(t *testing.T) (string, bool) {
+	t.Helper()
+	v, ok := e.node(t).Annotations[flagz.Annotation]
+	return v, ok
+}
+
+// flagPatches counts the patches of the node's status that set
+// flagz.Annotation.
+func (e *env) flagPatches() int {
+	n := 0
+	for _, a := range e.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && a.GetSubresource() == "status" &&
+			strings.Contains(string(p.GetPatch()), flagz.Annotation) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFlagsOnTheNode: the agent records on its Node the config fields its
+// kubelet's flags set, reads them again after each restart and each drift
+// check interval, writes only a change, and records nothing of a kubelet
+// that does not serve /flagz.
+func TestFlagsOnTheNode(t *testing.T) {
+	e := newEnv(t)
+	e.prober.KubeletFlags = map[string]string{"max-pods": "42", "cgroup-driver": "cgroupfs", "node-ip": "10.0.0.1"}
+	e.sync(t)
+	want := `[{"field":"maxPods","flag":"max-pods","value":"42"}]`
+	if v, ok := e.flagsAnnotation(t); !ok || v != want {
+		t.Fatalf("after the first sync: %s = %q (set %v), want %q", flagz.Annotation, v, ok, want)
+	}
+	if got, ok := flagz.OnNode(e.node(t)); !ok || len(got) != 1 || got[0].Field != "maxPods" {
+		t.Errorf("flagz.OnNode = %v, %v", got, ok)
+	}
+
+	// Unchanged flags write nothing; changed ones wait for the interval.
+	e.sync(t)
+	e.prober.KubeletFlags = map[string]string{"max-pods": "110"}
+	e.sync(t)
+	if n := e.flagPatches(); n != 1 {
+		t.Errorf("%d patches of the annotation, want 1", n)
+	}
+	e.clk.Step(DefaultDriftCheckInterval)
+	e.sync(t)
+	if v, _ := e.flagsAnnotation(t); v != "[]" {
+		t.Errorf("a drift check interval later: %q, want []", v)
+	}
+
+	// A restart of the agent's own: read at once.
+	e.prober.KubeletFlags = map[string]string{"fail-swap-on": "false"}
+	e.configMap(t, "a", cfgA, nil)
+	e.assign(t, "a")
+	e.sync(t)
+	if len(e.restart.CallsSnapshot()) == 0 {
+		t.Fatal("the assignment made no restart")
+	}
+	if v, _ := e.flagsAnnotation(t); v != `[{"field":"failSwapOn","flag":"fail-swap-on","value":"false"}]` {
+		t.Errorf("after the agent's restart: %q, want failSwapOn", v)
+	}
+
+	// A kubelet without /flagz: nothing is known, nothing is recorded.
+	e.prober.KubeletFlags = nil
+	e.clk.Step(DefaultDriftCheckInterval)
+	e.sync(t)
+	if v, ok := e.flagsAnnotation(t); ok {
+		t.Errorf("a kubelet without /flagz: %s = %q, want none", flagz.Annotation, v)
+	}
+}
+
+// TestFlagsReadFailureKeepsTheRecord: a kubelet that does not answer leaves
+// the record as it was, and the next sync reads again.
+func TestFlagsReadFailureKeepsTheRecord(t *testing.T) {
+	e := newEnv(t)
+	e.prober.KubeletFlags = map[string]string{"max-pods": "42"}
+	e.sync(t)
+	failing := &failingFlags{FakeProber: e.prober}
+	e.a.Prober = failing
+	e.clk.Step(DefaultDriftCheckInterval)
+	e.sync(t)
+	if v, _ := e.flagsAnnotation(t); v != `[{"field":"maxPods","flag":"max-pods","value":"42"}]` {
+		t.Errorf("after a failed read: %q, want the record kept", v)
+	}
+	e.a.Prober = e.prober
+	e.prober.KubeletFlags = map[string]string{}
+	e.sync(t) // no interval: the failed read left it due
+	if v, _ := e.flagsAnnotation(t); v != "[]" {
+		t.Errorf("the sync after a failed read: %q, want []", v)
+	}
+	if failing.calls == 0 {
+		t.Error("the failing prober was never asked")
+	}
+}
+
+// failingFlags is a kubelet whose /flagz does not answer.
+type failingFlags struct {
+	*kfake.FakeProber
+	calls int
+}
+
+func (f *failingFlags) Flags(context.Context, []byte) (map[string]string, error) {
+	f.calls++
+	return nil, errors.New("dial tcp 127.0.0.1:10250: connect: connection refused")
+}
