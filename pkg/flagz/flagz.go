@@ -29,7 +29,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
@@ -106,10 +105,10 @@ func Fetch(ctx context.Context, client rest.Interface, nodeName string) (map[str
 // command for the proxy's own dial timeout.
 const ReadTimeout = 10 * time.Second
 
-// Read is Fetch with a clientset, within ReadTimeout. A clientset without a
-// REST client (a fake's) reads nothing: ErrNotServed.
-func Read(ctx context.Context, client kubernetes.Interface, nodeName string) (map[string]string, error) {
-	rc := client.CoreV1().RESTClient()
+// Read is Fetch within ReadTimeout. Pass a core/v1 client:
+// clientset.CoreV1().RESTClient(); a fake clientset's, which is nil, reads
+// nothing: ErrNotServed.
+func Read(ctx context.Context, rc rest.Interface, nodeName string) (map[string]string, error) {
 	if rc == nil || reflect.ValueOf(rc).IsNil() {
 		return nil, fmt.Errorf("no REST client to read %s with: %w", Path(nodeName), ErrNotServed)
 	}
@@ -222,8 +221,9 @@ const Parallel = 16
 // node's flags are what its agent recorded on it (OnNode) when it did, else
 // a read of its kubelet's /flagz through the apiserver's node proxy. A node
 // whose flags are known neither way (no /flagz, no permission, unreachable)
-// is left out: of it, that cannot be known.
-func CheckNodes(ctx context.Context, client kubernetes.Interface, nodes []corev1.Node, payload []byte) error {
+// is left out: of it, that cannot be known. Pass a core/v1 client:
+// clientset.CoreV1().RESTClient().
+func CheckNodes(ctx context.Context, client rest.Interface, nodes []corev1.Node, payload []byte) error {
 	var set map[string]any
 	if err := yaml.Unmarshal(payload, &set); err != nil || !setsAny(set) {
 		return nil

@@ -80,10 +80,11 @@ func TestCheckNodes(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	clientset, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := clientset.CoreV1().RESTClient()
 	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "flagged"}}, {ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, {ObjectMeta: metav1.ObjectMeta{Name: "old"}}}
 	err = CheckNodes(context.Background(), client, nodes, []byte("kind: KubeletConfiguration\nmaxPods: 50\n"))
 	var shadow *ShadowError
@@ -115,10 +116,11 @@ func TestCheckNodesFromAnnotations(t *testing.T) {
 		fmt.Fprint(w, `{"kind":"Flagz","apiVersion":"config.k8s.io/v1beta1","flags":{"max-pods":"43"}}`)
 	}))
 	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	clientset, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := clientset.CoreV1().RESTClient()
 	node := func(name string, annotation ...string) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if len(annotation) > 0 {

@@ -17,8 +17,17 @@ import (
 // when label is not empty (nodes without it last), then by name. The order
 // does not depend on the order of nodes.
 func Order(nodes []corev1.Node, label string) []string {
-	sorted := slices.Clone(nodes)
-	slices.SortStableFunc(sorted, func(a, b corev1.Node) int {
+	ptrs := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		ptrs[i] = &nodes[i]
+	}
+	return order(ptrs, label)
+}
+
+// order is Order over pointers, which it sorts in place: a pass orders the
+// whole fleet, and moving Node values costs more than comparing them.
+func order(nodes []*corev1.Node, label string) []string {
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int {
 		if label != "" {
 			av, aok := a.Labels[label]
 			bv, bok := b.Labels[label]
@@ -34,8 +43,8 @@ func Order(nodes []corev1.Node, label string) []string {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	names := make([]string, len(sorted))
-	for i, n := range sorted {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
 		names[i] = n.Name
 	}
 	return names

@@ -84,7 +84,7 @@ func Resolve(r *Rollout, nodes []*corev1.Node, markOf func(*corev1.Node) (*Mark,
 		mark *Mark
 	}
 	var started []member
-	var rest []corev1.Node
+	var rest []*corev1.Node
 	for _, n := range nodes {
 		mark, err := markOf(n)
 		if err != nil {
@@ -96,7 +96,7 @@ func Resolve(r *Rollout, nodes []*corev1.Node, markOf func(*corev1.Node) (*Mark,
 		if mark.Owns(r) || undo {
 			started = append(started, member{n, mark})
 		} else {
-			rest = append(rest, *n)
+			rest = append(rest, n)
 		}
 	}
 	slices.SortFunc(started, func(a, b member) int {
@@ -130,7 +130,7 @@ func Resolve(r *Rollout, nodes []*corev1.Node, markOf func(*corev1.Node) (*Mark,
 			out.Spec.TargetPins[name] = pin
 		}
 	}
-	out.Spec.Nodes = append(out.Spec.Nodes, Order(rest, r.Spec.OrderByLabel)...)
+	out.Spec.Nodes = append(out.Spec.Nodes, order(rest, r.Spec.OrderByLabel)...)
 	if r.Spec.DrainAll {
 		out.Spec.Drain = slices.Clone(out.Spec.Nodes)
 	}

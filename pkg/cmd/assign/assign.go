@@ -190,7 +190,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := flagz.CheckNodes(ctx, o.Client, nodes, payload); err != nil {
+	if err := flagz.CheckNodes(ctx, o.Client.CoreV1().RESTClient(), nodes, payload); err != nil {
 		return fmt.Errorf("assign configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	src := o.Source()

@@ -19,7 +19,7 @@ import (
 func (o *Options) checkNode(ctx context.Context, n *corev1.Node, dropin map[string]bool) []Result {
 	name := "node/" + n.Name
 	out := []Result{judgeKubelet(name, n.Status.NodeInfo.KubeletVersion)}
-	flags, err := flagz.Read(ctx, o.Client, n.Name)
+	flags, err := flagz.Read(ctx, o.Client.CoreV1().RESTClient(), n.Name)
 	if err != nil {
 		why := err.Error()
 		hint := ""

@@ -263,7 +263,7 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := flagz.CheckNodes(ctx, o.kubelets(), nodes, payload); err != nil {
+	if err := flagz.CheckNodes(ctx, o.kubelets().CoreV1().RESTClient(), nodes, payload); err != nil {
 		return fmt.Errorf("start rollout of configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	if target != nil && o.DryRun != util.DryRunNone {

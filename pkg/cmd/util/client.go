@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -18,7 +19,7 @@ func Client(f genericclioptions.RESTClientGetter) (kubernetes.Interface, error) 
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	return kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 }
 
 // ObjectClients builds what a command that writes objects of any kind
@@ -29,7 +30,7 @@ func ObjectClients(f genericclioptions.RESTClientGetter) (kubernetes.Interface, 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return nil, nil, nil, err
 	}
