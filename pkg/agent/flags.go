@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,9 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
+
+// flagsRetry is when a sync whose record of the flags failed syncs again.
+const flagsRetry = 10 * time.Second
 
 // flagsDue reports whether the kubelet's flags are to be read: never read
 // yet, read before the kubelet's last restart (flags change only when the

@@ -83,7 +83,8 @@ func TestFlagsOnTheNode(t *testing.T) {
 }
 
 // TestFlagsReadFailureKeepsTheRecord: a kubelet that does not answer leaves
-// the record as it was, and the next sync reads again.
+// the record as it was, the sync asks to run again soon, and the next sync
+// reads again.
 func TestFlagsReadFailureKeepsTheRecord(t *testing.T) {
 	e := newEnv(t)
 	e.prober.KubeletFlags = map[string]string{"max-pods": "42"}
@@ -91,7 +92,9 @@ func TestFlagsReadFailureKeepsTheRecord(t *testing.T) {
 	failing := &failingFlags{FakeProber: e.prober}
 	e.a.Prober = failing
 	e.clk.Step(DefaultDriftCheckInterval)
-	e.sync(t)
+	if requeue := e.sync(t); requeue <= 0 || requeue > flagsRetry {
+		t.Errorf("a sync whose read of the flags failed asks to sync again in %s, want at most %s", requeue, flagsRetry)
+	}
 	if v, _ := e.flagsAnnotation(t); v != `[{"field":"maxPods","flag":"max-pods","value":"42"}]` {
 		t.Errorf("after a failed read: %q, want the record kept", v)
 	}

@@ -63,12 +63,16 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 	if err := a.report(ctx, node, o, d, out); err != nil {
 		return out.requeue, err
 	}
+	requeue := out.requeue
 	if err := a.publishFlags(ctx, node); err != nil {
-		// The flags help assigners; they are no reason to retry the
-		// sync: the next one reads them again.
+		// The flags help assigners; they fail no sync, and a sync soon
+		// reads them again.
 		klog.FromContext(ctx).Info("Could not record the kubelet's flags on the node", "err", err)
+		if requeue <= 0 || requeue > flagsRetry {
+			requeue = flagsRetry
+		}
 	}
-	return out.requeue, nil
+	return requeue, nil
 }
 
 // outcome is what a step leaves to report: the report (nil: nothing of its

@@ -72,7 +72,8 @@ const (
 // and the health gate g (1 s), then passes. The fakes count the nodes
 // between the start of a restart and the end of its gate: that count must
 // never exceed the budget. Each node's Lease in kube-node-lease is renewed
-// every 10 s, as its kubelet would.
+// every 10 s, as its kubelet would. The rollout starts once every agent
+// has recorded its kubelet's flags on its Node.
 //
 // It reports the rollout's wall time (the CLI process, start to exit)
 // against the ideal, the canary then ceil((N - canary) / budget) rounds of
@@ -159,12 +160,13 @@ func BenchmarkFleetRollout(b *testing.B) {
 	defer fleet.stop()
 	// Each agent's first sync records its kubelet's flags on its Node,
 	// which rollout start reads in place of each kubelet's /flagz.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	recorded := 0
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false, nil
 		}
-		recorded := 0
+		recorded = 0
 		for i := range list.Items {
 			if _, ok := flagz.OnNode(&list.Items[i]); ok {
 				recorded++
@@ -172,7 +174,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}
 		return recorded == n, nil
 	}); err != nil {
-		b.Fatalf("the agents did not record their kubelets' flags on the nodes: %v", err)
+		b.Fatalf("%d of %d agents recorded their kubelets' flags on their nodes: %v", recorded, n, err)
 	}
 	heapIdle := heapInUse()
 	b.Logf("%d agents running and watching after %s; Go heap in use %.1f MiB more than before them",
