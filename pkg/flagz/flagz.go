@@ -162,6 +162,11 @@ func Conflicts(payload []byte, shadowed []Shadow) []Shadow {
 	if err := yaml.Unmarshal(payload, &set); err != nil {
 		return nil
 	}
+	return conflicts(set, shadowed)
+}
+
+// conflicts is Conflicts of a decoded payload.
+func conflicts(set map[string]any, shadowed []Shadow) []Shadow {
 	var out []Shadow
 	for _, s := range shadowed {
 		v, ok := set[s.Field]
@@ -217,29 +222,64 @@ func (e *ShadowError) Error() string {
 const Parallel = 16
 
 // CheckNodes refuses payload when it changes, on one of nodes, a field that
-// the node's kubelet sets by a flag, naming each node, field and flag. A
-// node's flags are what its agent recorded on it (OnNode) when it did, else
-// a read of its kubelet's /flagz through the apiserver's node proxy. A node
-// whose flags are known neither way (no /flagz, no permission, unreachable)
-// is left out: of it, that cannot be known. Pass a core/v1 client:
-// clientset.CoreV1().RESTClient().
+// the node's kubelet sets by a flag, naming each node, field and flag
+// (Check), with the flags of the nodes that do not record theirs read
+// through the apiserver's node proxy (ReadUnrecorded). Pass a core/v1
+// client: clientset.CoreV1().RESTClient().
 func CheckNodes(ctx context.Context, client rest.Interface, nodes []corev1.Node, payload []byte) error {
+	ptrs := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		ptrs[i] = &nodes[i]
+	}
+	return Check(payload, ptrs, ReadUnrecorded(ctx, client, ptrs, payload))
+}
+
+// Check refuses payload when it changes, on one of nodes, a field that the
+// node's kubelet sets by a flag, naming each node, field and flag: a
+// *ShadowError. A node's flags are what its agent recorded on it (OnNode)
+// when it did, else read[node]; a node whose flags are known neither way
+// is left out: of it, that cannot be known.
+func Check(payload []byte, nodes []*corev1.Node, read map[string][]Shadow) error {
 	var set map[string]any
 	if err := yaml.Unmarshal(payload, &set); err != nil || !setsAny(set) {
 		return nil
 	}
 	found := map[string][]Shadow{}
-	var unknown []string
-	for i := range nodes {
-		shadowed, ok := OnNode(&nodes[i])
+	for _, n := range nodes {
+		shadowed, ok := OnNode(n)
 		if !ok {
-			unknown = append(unknown, nodes[i].Name)
+			shadowed, ok = read[n.Name]
+		}
+		if !ok {
 			continue
 		}
-		if c := Conflicts(payload, shadowed); len(c) > 0 {
-			found[nodes[i].Name] = c
+		if c := conflicts(set, shadowed); len(c) > 0 {
+			found[n.Name] = c
 		}
 	}
+	if len(found) > 0 {
+		return &ShadowError{Nodes: found}
+	}
+	return nil
+}
+
+// ReadUnrecorded reads, through the apiserver's node proxy, Parallel at a
+// time, the flags of the nodes that do not record theirs (OnNode), when
+// payload sets a field of Fields: the fields they set, by node. A node
+// whose flags cannot be read (no /flagz, no permission, unreachable) is
+// left out. Pass a core/v1 client: clientset.CoreV1().RESTClient().
+func ReadUnrecorded(ctx context.Context, client rest.Interface, nodes []*corev1.Node, payload []byte) map[string][]Shadow {
+	var set map[string]any
+	if err := yaml.Unmarshal(payload, &set); err != nil || !setsAny(set) {
+		return nil
+	}
+	var unknown []string
+	for _, n := range nodes {
+		if _, ok := OnNode(n); !ok {
+			unknown = append(unknown, n.Name)
+		}
+	}
+	read := map[string][]Shadow{}
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
@@ -252,11 +292,9 @@ func CheckNodes(ctx context.Context, client rest.Interface, nodes []corev1.Node,
 				if err != nil {
 					continue
 				}
-				if c := Conflicts(payload, Shadowed(flags)); len(c) > 0 {
-					mu.Lock()
-					found[name] = c
-					mu.Unlock()
-				}
+				mu.Lock()
+				read[name] = Shadowed(flags)
+				mu.Unlock()
 			}
 		})
 	}
@@ -265,10 +303,7 @@ func CheckNodes(ctx context.Context, client rest.Interface, nodes []corev1.Node,
 	}
 	close(next)
 	wg.Wait()
-	if len(found) > 0 {
-		return &ShadowError{Nodes: found}
-	}
-	return nil
+	return read
 }
 
 // setsAny reports whether a config sets a field of Fields: only then are the

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -218,6 +219,7 @@ func Decide(in Input) Output {
 		var (
 			overlap      *rollout.OverlapError
 			nodeSpecific *rollout.NodeSpecificError
+			shadowed     *flagz.ShadowError
 			drain        *rollout.DrainError
 		)
 		switch {
@@ -235,6 +237,8 @@ func Decide(in Input) Output {
 			return reconciling(out, in.Now, ReasonPaused, fmt.Sprintf("paused with %d of %d nodes not assigned revision %d", n, st.Nodes.Selected, rev))
 		case errors.As(err, &nodeSpecific):
 			return stalled(out, in.Now, ReasonNodeSpecificConfig, err.Error())
+		case errors.As(err, &shadowed):
+			return stalled(out, in.Now, ReasonShadowedByFlags, err.Error())
 		case errors.As(err, &drain):
 			out.Planned = true
 			return stalled(out, in.Now, ReasonNeedsDrain, err.Error())

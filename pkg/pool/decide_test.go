@@ -18,6 +18,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -358,6 +359,24 @@ func TestDecide(t *testing.T) {
 				return Input{Pool: p, Payload: []byte("address: 10.0.0.1\nmaxPods: 50\n"), Nodes: []*corev1.Node{n1, n2}}
 			},
 			cond: Stalled, reason: "NodeSpecificConfig", counts: Counts{Selected: 2, Available: 2},
+		},
+		"a field a node's kubelet flag sets stalls the pool before any node starts": {
+			in: func(p *Pool) Input {
+				n1, n2 := node("n1", workers, "", false), node("n2", workers, "", false)
+				n1.Annotations = map[string]string{flagz.Annotation: `[{"field":"maxPods","flag":"max-pods","value":"42"}]`}
+				n2.Annotations = map[string]string{flagz.Annotation: `[]`}
+				return Input{Pool: p, Payload: []byte("maxPods: 50\n"), Nodes: []*corev1.Node{n1, n2}}
+			},
+			cond: Stalled, reason: "ShadowedByFlags", counts: Counts{Selected: 2, Available: 2},
+		},
+		"the flag's own value is no change": {
+			in: func(p *Pool) Input {
+				n1 := node("n1", workers, "", false)
+				n1.Annotations = map[string]string{flagz.Annotation: `[{"field":"maxPods","flag":"max-pods","value":"42"}]`}
+				return Input{Pool: p, Payload: []byte("maxPods: 42\n"), Nodes: []*corev1.Node{n1}}
+			},
+			create: []string{"n1"}, name: "workers-1",
+			cond: Reconciling, reason: "RollingOut", counts: Counts{Selected: 1, Available: 1},
 		},
 		"a config that cannot be read stalls the pool": {
 			in: func(p *Pool) Input {

@@ -85,6 +85,7 @@ const (
 	ReasonConfigOutsideNamespace  = v1alpha1.ReasonConfigOutsideNamespace
 	ReasonInvalidSelector         = v1alpha1.ReasonInvalidSelector
 	ReasonNodeSpecificConfig      = v1alpha1.ReasonNodeSpecificConfig
+	ReasonShadowedByFlags         = v1alpha1.ReasonShadowedByFlags
 	ReasonNeedsDrain              = v1alpha1.ReasonNeedsDrain
 	ReasonPausedOnAlert           = v1alpha1.ReasonPausedOnAlert
 	ReasonAlertsUnknown           = v1alpha1.ReasonAlertsUnknown
@@ -99,7 +100,7 @@ var Reasons = map[string][]string{
 	Reconciling: {ReasonRollingOut, ReasonOutsideWindow, ReasonPausedOnAlert, ReasonAlertsUnknown, ReasonApplying, ReasonPaused, ReasonWaitingForOtherRollouts},
 	Stalled: {
 		ReasonRolloutHalted, ReasonRolloutAborted, ReasonDigestMismatch, ReasonConfigUnavailable,
-		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig, ReasonNeedsDrain, ReasonInvalidWindow,
+		ReasonConfigOutsideNamespace, ReasonInvalidSelector, ReasonNodeSpecificConfig, ReasonShadowedByFlags, ReasonNeedsDrain, ReasonInvalidWindow,
 		ReasonInvalidPauseOnAlerts, ReasonAlertmanagerNotAllowed,
 	},
 }

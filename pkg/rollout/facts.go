@@ -11,6 +11,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubectl-dkc/dkc/pkg/configz"
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/status"
@@ -19,15 +20,17 @@ import (
 // FactsReader gathers, from the apiserver, the Facts that Plan needs: the
 // configs of the ConfigMaps the nodes report active and of an undo's
 // targets, and, when it may (Kubelets), what the kubelets run, from their
-// /configz. A kubelet is asked only when its answer can change the plan:
-// when the config sets node-specific fields (every node is read), or when
-// a target sets a resource manager policy and the node runs no ConfigMap
-// that could be read. What it cannot read it leaves out of the facts, with
-// a warning; Plan treats it as the rules say.
+// /configz, and the flags of those whose Node does not record them, from
+// their /flagz. A kubelet is asked only when its answer can change the
+// plan: /configz when the config sets node-specific fields (every node is
+// read), or when a target sets a resource manager policy and the node runs
+// no ConfigMap that could be read; /flagz when the config sets a field a
+// flag can set (flagz.ReadUnrecorded). What it cannot read it leaves out of
+// the facts, with a warning for /configz; Plan treats it as the rules say.
 type FactsReader struct {
 	Client kubernetes.Interface
-	// Kubelets allows reading /configz through the apiserver's node proxy
-	// (the CLI; the controller holds no nodes/proxy).
+	// Kubelets allows reading /configz and /flagz through the apiserver's
+	// node proxy (the CLI; the controller holds no nodes/proxy).
 	Kubelets bool
 	// Warn receives what the reader could not find out.
 	Warn func(format string, args ...any)
@@ -61,6 +64,13 @@ func (p *FactsReader) Read(ctx context.Context, nodes []corev1.Node, payload []b
 		}
 		facts.Configs[ConfigKey(t)] = cfg
 		setsDrain = setsDrain || SetsDrainField(cfg)
+	}
+	if p.Kubelets && payload != nil {
+		ptrs := make([]*corev1.Node, len(nodes))
+		for i := range nodes {
+			ptrs[i] = &nodes[i]
+		}
+		facts.Flags = flagz.ReadUnrecorded(ctx, p.Client.CoreV1().RESTClient(), ptrs, payload)
 	}
 	askAll := p.Kubelets && len(nodes) > 1 && len(setNodeSpecific(payload)) > 0
 	for i := range nodes {

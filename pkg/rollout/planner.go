@@ -2,8 +2,9 @@
 // `rollout undo` and a pool's controller turn what was asked (a Request)
 // and what they found in the cluster (Facts) into the rollout to create.
 // Plan is pure; the callers differ only in how they gather the facts (the
-// CLI reads the kubelets' /configz, the controller only Node objects and
-// ConfigMaps) and in what they do with a refusal. docs/rollout.md, "How a
+// CLI reads the kubelets' /configz, and /flagz where a Node does not record
+// its flags; the controller only Node objects and ConfigMaps) and in what
+// they do with a refusal. docs/rollout.md, "How a
 // rollout is planned", states these rules.
 
 package rollout
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -123,6 +125,10 @@ type Facts struct {
 	// Rollouts are the other rollouts that could cover the nodes: every
 	// rollout of the namespace, or, for a pool, those not its own.
 	Rollouts []*Rollout
+	// Flags are the config fields the nodes' kubelet flags set, by node,
+	// as the caller read them from /flagz, of nodes whose Node does not
+	// record them (flagz.ReadUnrecorded); a Node's record comes first.
+	Flags map[string][]flagz.Shadow
 }
 
 // ConfigKey names src's config in Facts.Configs.
@@ -136,8 +142,9 @@ func ConfigKey(src *corev1.NodeConfigSource) string {
 
 // Plan returns the rollout that req asks for, given facts, and warnings for
 // the operator; or why it must not start. Its errors are an
-// *OverlapError, a *DrainError, a *NodeSpecificError, or, for an undo,
-// ErrNothingToUndo. It reads nothing and writes nothing.
+// *OverlapError, a *flagz.ShadowError, a *DrainError, a
+// *NodeSpecificError, or, for an undo, ErrNothingToUndo. It reads nothing
+// and writes nothing.
 func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 	nodes := map[string]*corev1.Node{}
 	for i := range facts.Nodes {
@@ -233,6 +240,13 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("node/%s waits for rollout %s (%s) to end", o.Node, o.Rollout, o.State))
 		}
 		view.Spec.Nodes = slices.DeleteFunc(view.Spec.Nodes, func(n string) bool { return held[n] })
+	}
+
+	// Flags: a field a kubelet's flag sets never changes through a config.
+	if req.UndoOf == nil && spec.Config != nil {
+		if err := flagz.Check(facts.Payload, covered, facts.Flags); err != nil {
+			return nil, warnings, err
+		}
 	}
 
 	var target *kubeletconfigv1beta1.KubeletConfiguration

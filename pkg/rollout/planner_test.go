@@ -13,6 +13,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -173,6 +174,26 @@ func TestPlan(t *testing.T) {
 				Nodes: []string{"n1", "n2", "n3"}, MaxUnavailable: intstr.FromInt32(1), Canary: 1,
 				DrainOptions: DrainSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}, Drain: []string{"n1"},
 			}),
+		},
+		"a field a kubelet flag sets is refused: the Node's record first, else what the caller read": {
+			req: Request{Namespace: ns, Name: "pods", Config: cm("pods")},
+			facts: Facts{Nodes: func() []corev1.Node {
+				nodes := []corev1.Node{node("n1", "", "10.0.0.1"), node("n2", "", "10.0.0.2"), node("n3", "", "10.0.0.3")}
+				nodes[0].Annotations = map[string]string{flagz.Annotation: `[{"field":"maxPods","flag":"max-pods","value":"42"}]`}
+				nodes[1].Annotations = map[string]string{flagz.Annotation: `[]`}
+				return nodes
+			}(), Payload: []byte(maxPods), Flags: map[string][]flagz.Shadow{
+				"n2": {{Field: "maxPods", Flag: "max-pods", Value: "7"}}, // read before the agent recorded []
+				"n3": {{Field: "maxPods", Flag: "max-pods", Value: "43"}},
+			}},
+			wantErr: `the config changes fields that a kubelet flag sets, and a flag always wins over a config: node "n1": maxPods (set by --max-pods=42); node "n3": maxPods (set by --max-pods=43): remove the flag from the kubelet's command line (kubeadm: KUBELET_EXTRA_ARGS, kubeletExtraArgs), or leave the field out of the config`,
+		},
+		"a flag's own value is no change": {
+			req: Request{Namespace: ns, Name: "pods", Config: cm("pods")},
+			facts: Facts{Nodes: []corev1.Node{fleet[0]}, Payload: []byte(maxPods), Flags: map[string][]flagz.Shadow{
+				"n2": {{Field: "maxPods", Flag: "max-pods", Value: "50"}},
+			}},
+			want: New(ns, "pods", defaults("pods", maxPods, "n2")),
 		},
 		"node-specific fields: one node's address for many is refused": {
 			req:     Request{Namespace: ns, Name: "snap", Config: cm("snap")},

@@ -21,7 +21,6 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
-	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 	"github.com/kubectl-dkc/dkc/pkg/table"
@@ -262,9 +261,6 @@ func (o *StartOptions) Run(ctx context.Context) error {
 	nodes, err := o.Nodes.Resolve(ctx, o.Client)
 	if err != nil {
 		return err
-	}
-	if err := flagz.CheckNodes(ctx, o.kubelets().CoreV1().RESTClient(), nodes, payload); err != nil {
-		return fmt.Errorf("start rollout of configmap %q: %w", o.Namespace+"/"+o.Config, err)
 	}
 	if target != nil && o.DryRun != util.DryRunNone {
 		util.ReportOptIns(ctx, o.kubelets(), nodes, payload, allow, o.ErrOut)

@@ -59,6 +59,10 @@ const (
 	// value one of the pool's nodes shows while the others differ: one
 	// node's config, for many.
 	ReasonNodeSpecificConfig = "NodeSpecificConfig"
+	// ReasonShadowedByFlags (Stalled): the config changes a field that a
+	// kubelet flag sets on one of the pool's nodes, as the node's agent
+	// records its flags: a flag always wins over a config.
+	ReasonShadowedByFlags = "ShadowedByFlags"
 	// ReasonNeedsDrain (Stalled): the config changes a resource manager
 	// policy on a node, and the pool's strategy does not drain, or its
 	// spec.allowUnsafe does not allow resource-managers.
