@@ -19,18 +19,28 @@ import (
 
 // Running reads the kubelet's /configz once, at the address of current.
 func (p *HealthProber) Running(ctx context.Context, current []byte) ([]byte, error) {
-	cur, err := decodeGeneric(current)
-	if err != nil {
-		return nil, fmt.Errorf("current config: %w", err)
-	}
-	base, err := p.kubeletURL(cur)
+	base, err := p.runningURL(current)
 	if err != nil {
 		return nil, err
 	}
-	if p.cfg.KubeletClient == nil {
-		return nil, fmt.Errorf("no client for the kubelet at %s", base)
-	}
 	return p.configz(ctx, base+"/configz")
+}
+
+// runningURL is the base URL of the kubelet that runs current, which
+// KubeletClient reaches.
+func (p *HealthProber) runningURL(current []byte) (string, error) {
+	cur, err := decodeGeneric(current)
+	if err != nil {
+		return "", fmt.Errorf("current config: %w", err)
+	}
+	base, err := p.kubeletURL(cur)
+	if err != nil {
+		return "", err
+	}
+	if p.cfg.KubeletClient == nil {
+		return "", fmt.Errorf("no client for the kubelet at %s", base)
+	}
+	return base, nil
 }
 
 // configz returns the kubeletconfig object of the kubelet's /configz at url.

@@ -12,16 +12,9 @@ import (
 // Flags reads the kubelet's /flagz once, at the address of current, in its
 // structured form.
 func (p *HealthProber) Flags(ctx context.Context, current []byte) (map[string]string, error) {
-	cur, err := decodeGeneric(current)
-	if err != nil {
-		return nil, fmt.Errorf("current config: %w", err)
-	}
-	base, err := p.kubeletURL(cur)
+	base, err := p.runningURL(current)
 	if err != nil {
 		return nil, err
-	}
-	if p.cfg.KubeletClient == nil {
-		return nil, fmt.Errorf("no client for the kubelet at %s", base)
 	}
 	url := base + "/flagz"
 	resp, raw, err := p.get(ctx, p.cfg.KubeletClient, url, flagz.Accept)

@@ -17,8 +17,8 @@ import (
 // TestCheck runs kubectl dkc check on kubeadm nodes with deploy/ installed
 // as shipped: every check passes on the healthy install; a kubelet started
 // with --max-pods is named, with its flag, its agent records the field on
-// the Node, and assign and rollout start refuse a config that changes
-// maxPods there; an agent at another version
+// the Node, and assign, rollout start and a pool refuse a config that
+// changes maxPods there; an agent at another version
 // than the CLI fails the agents' check; a deleted admission policy fails
 // the policies' check and lets the forged write through.
 func TestCheck(t *testing.T) {
@@ -115,6 +115,30 @@ func TestCheck(t *testing.T) {
 		// The same value as the flag's is no change.
 		createConfigMap(t, c, "check-max-pods-same", framework.ConfigWith(t, local, func(cfg map[string]any) { cfg["maxPods"] = 42 }))
 		mustDKC(t, c, "", "assign", f.Name, "--config", "check-max-pods-same", "--dry-run=server")
+
+		// A pool plans by the same rule, from the Node's record: it
+		// stalls before it starts the node.
+		kubectl(t, c, `apiVersion: kubectl-dkc.io/v1alpha1
+kind: NodeConfigPool
+metadata:
+  name: check-flags
+  namespace: kube-system
+spec:
+  nodeSelector:
+    matchLabels:
+      kubernetes.io/hostname: `+f.Name+`
+  configSource:
+    configMap: {namespace: kube-system, name: check-max-pods, kubeletConfigKey: kubelet}
+`, "apply", "--server-side", "-f", "-")
+		defer kubectl(t, c, "", "delete", "-n", "kube-system", "ncp/check-flags")
+		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Stalled", "ncp/check-flags", "--timeout=2m")
+		reason := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/check-flags", "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason}: {.status.conditions[?(@.type=="Stalled")].message}`)
+		if !strings.HasPrefix(reason, "ShadowedByFlags: ") || !strings.Contains(reason, want) {
+			t.Errorf("ncp/check-flags is Stalled with %q, want ShadowedByFlags naming %q", reason, want)
+		}
+		if after := nodeAssignment(t, c, f.Name); after != before {
+			t.Errorf("node/%s's assignment changed under the pool: %q, was %q", f.Name, after, before)
+		}
 	})
 
 	t.Run("an agent at another version fails", func(t *testing.T) {
