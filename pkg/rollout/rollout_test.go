@@ -661,8 +661,10 @@ func TestRunDrainsOnlyListedNodes(t *testing.T) {
 }
 
 // TestRunUncordonsANodeWhoseDrainFailed: a node whose drain fails is
-// uncordoned again, its mark saying so, and halts the rollout with the
-// drain's error; it is assigned nothing.
+// uncordoned again, its mark still asking for the drain, and halts the
+// rollout with the drain's error; it is assigned nothing. A driver that
+// picks the rollout up where the halt was never written (killed before
+// it, or its write lost) drains the node before it assigns it.
 func TestRunUncordonsANodeWhoseDrainFailed(t *testing.T) {
 	client, names := newFleet(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -681,11 +683,27 @@ func TestRunUncordonsANodeWhoseDrainFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := MarkOf(node)
-	if node.Spec.Unschedulable || m == nil || m.Cordoned || !m.Owns(r) {
-		t.Errorf("n1: unschedulable %v, mark %+v; want it uncordoned, marked by r1 as not cordoned", node.Spec.Unschedulable, m)
+	if node.Spec.Unschedulable || m == nil || !m.Cordoned || !m.Owns(r) {
+		t.Errorf("n1: unschedulable %v, mark %+v; want it uncordoned, marked by r1 as still to drain", node.Spec.Unschedulable, m)
 	}
 	if src, _, _ := source.Assigned(node); src != nil {
 		t.Errorf("n1 assigned %s after its drain failed", DescribeTarget(src))
+	}
+
+	// The halt never reached the cluster: the next driver finds r1
+	// Running with n1 marked and not assigned.
+	r.Status.State, r.Status.Reason, r.Status.Failures = Running, "", nil
+	if _, err := store.UpdateStatus(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.run(ctx, t)
+	again := &fakeDrainer{client: client}
+	if _, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: again}); err != nil {
+		t.Fatalf("the next driver: %v", err)
+	}
+	if len(again.calls) == 0 || !strings.HasPrefix(again.calls[0], "drain n1") {
+		t.Errorf("the next driver's drainer calls %q: want n1 drained before it is assigned", again.calls)
 	}
 }
 

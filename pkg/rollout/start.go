@@ -97,8 +97,9 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 // startNode marks the node named name when fresh, drains it when the
 // rollout must, waits for the PodDisruptionBudgets that a restart of its
 // kubelet counts against (pdb.go), then assigns it its target. A failed
-// drain or wait uncordons the node again: nothing changed on it but its
-// mark.
+// drain or wait uncordons the node again (release): nothing changed on it
+// but its mark, which still asks for the drain, so that whoever starts it
+// next drains it first.
 func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh bool, node *corev1.Node) error {
 	rec := r.NodeStatus(name)
 	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", r.Name)
@@ -128,7 +129,7 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 		})
 		e.note(ctx, name, "")
 		if err != nil {
-			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
+			if uerr := e.release(ctx, name); uerr != nil {
 				logger.Error(uerr, "Uncordon after a failed drain")
 			}
 			return err
@@ -137,7 +138,7 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 	}
 	if err := e.waitForBudgets(ctx, r, name, node); err != nil {
 		if rec.Cordoned {
-			if uerr := e.uncordon(ctx, r, name, nil); uerr != nil {
+			if uerr := e.release(ctx, name); uerr != nil {
 				logger.Error(uerr, "Uncordon after the wait for PodDisruptionBudgets failed")
 			}
 		} else if mark != nil {
@@ -221,6 +222,21 @@ func (e *engine) setMark(node string, mark *Mark) {
 		return
 	}
 	e.marks[node] = mark
+}
+
+// release makes the node named name schedulable again after its drain, or
+// the wait for its PodDisruptionBudgets, failed. Its mark is left as it is:
+// Cordoned says the node is still to be drained before it is assigned,
+// and the Drainer cordons it again first.
+func (e *engine) release(ctx context.Context, name string) error {
+	patch, err := markPatch(nil, nil, ptr.To(false))
+	if err != nil {
+		return err
+	}
+	if _, err := e.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager}); err != nil {
+		return fmt.Errorf("uncordon node %q: %w", name, err)
+	}
+	return nil
 }
 
 // uncordon makes the node named name, which r drained, schedulable again,
