@@ -22,7 +22,9 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// flagsRetry is when a sync whose record of the flags failed syncs again.
+// flagsRetry is when a sync whose write of the flags' record failed syncs
+// again. A read that fails waits for the next drift check, as a kubelet
+// that does not answer would fail it again at once.
 const flagsRetry = 10 * time.Second
 
 // flagsDue reports whether the kubelet's flags are to be read: never read
@@ -39,41 +41,42 @@ func (a *Agent) flagsDue() bool {
 // publishFlags records on node which config fields its kubelet's flags set
 // (flagz.Annotation), when due (flagsDue) and changed; a kubelet that does
 // not serve /flagz leaves no annotation. node is updated to what the
-// apiserver returned. A read that fails is tried again at the next sync.
-func (a *Agent) publishFlags(ctx context.Context, node *corev1.Node) error {
+// apiserver returned. What fails stays due: a failed write asks for a sync
+// within retry (flagsRetry), a failed read waits for the next sync.
+func (a *Agent) publishFlags(ctx context.Context, node *corev1.Node) (retry time.Duration, err error) {
 	if !a.flagsDue() {
-		return nil
+		return 0, nil
 	}
 	current, err := a.Writer.Effective()
 	if err != nil {
-		return fmt.Errorf("read kubelet config: %w", err)
+		return 0, fmt.Errorf("read kubelet config: %w", err)
 	}
 	flags, err := a.Prober.Flags(ctx, current)
 	var want *string // nil: no annotation
 	switch {
 	case errors.Is(err, flagz.ErrNotServed):
 	case err != nil:
-		return fmt.Errorf("read the kubelet's flags: %w", err)
+		return 0, fmt.Errorf("read the kubelet's flags: %w", err)
 	default:
 		v := flagz.Encode(flagz.Shadowed(flags))
 		want = &v
 	}
-	a.flagsRead = a.Clock.Now()
 	have, ok := node.Annotations[flagz.Annotation]
 	if ok == (want != nil) && (want == nil || have == *want) {
-		return nil
+		a.flagsRead = a.Clock.Now()
+		return 0, nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{flagz.Annotation: want}}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	updated, err := a.Client.Nodes().Patch(ctx, node.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: source.FieldManager}, "status")
 	if err != nil {
-		a.flagsRead = a.Clock.Now().Add(-a.DriftCheckInterval) // due again at the next sync
-		return fmt.Errorf("patch node %q status: %w", node.Name, err)
+		return flagsRetry, fmt.Errorf("patch node %q status: %w", node.Name, err)
 	}
+	a.flagsRead = a.Clock.Now()
 	*node = *updated
 	klog.FromContext(ctx).V(2).Info("Recorded the config fields the kubelet's flags set", "annotation", flagz.Annotation, "value", want)
-	return nil
+	return 0, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-dkc/dkc/pkg/flagz"
@@ -83,8 +85,8 @@ func TestFlagsOnTheNode(t *testing.T) {
 }
 
 // TestFlagsReadFailureKeepsTheRecord: a kubelet that does not answer leaves
-// the record as it was, the sync asks to run again soon, and the next sync
-// reads again.
+// the record as it was, and the next sync reads again; the sync is not
+// hastened for it, as the kubelet would fail the read again at once.
 func TestFlagsReadFailureKeepsTheRecord(t *testing.T) {
 	e := newEnv(t)
 	e.prober.KubeletFlags = map[string]string{"max-pods": "42"}
@@ -92,8 +94,8 @@ func TestFlagsReadFailureKeepsTheRecord(t *testing.T) {
 	failing := &failingFlags{FakeProber: e.prober}
 	e.a.Prober = failing
 	e.clk.Step(DefaultDriftCheckInterval)
-	if requeue := e.sync(t); requeue <= 0 || requeue > flagsRetry {
-		t.Errorf("a sync whose read of the flags failed asks to sync again in %s, want at most %s", requeue, flagsRetry)
+	if requeue := e.sync(t); requeue > 0 && requeue <= flagsRetry {
+		t.Errorf("a sync whose read of the flags failed asks to sync again in %s: the read would fail again", requeue)
 	}
 	if v, _ := e.flagsAnnotation(t); v != `[{"field":"maxPods","flag":"max-pods","value":"42"}]` {
 		t.Errorf("after a failed read: %q, want the record kept", v)
@@ -106,6 +108,33 @@ func TestFlagsReadFailureKeepsTheRecord(t *testing.T) {
 	}
 	if failing.calls == 0 {
 		t.Error("the failing prober was never asked")
+	}
+}
+
+// TestFlagsWriteFailureRetriesSoon: a write of the record that the
+// apiserver refuses asks for a sync within flagsRetry, which writes it.
+func TestFlagsWriteFailureRetriesSoon(t *testing.T) {
+	e := newEnv(t)
+	e.a.DriftCheckInterval = -1 // no drift check: only the retry comes back
+	e.prober.KubeletFlags = map[string]string{"max-pods": "42"}
+	refuse := true
+	e.client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		p := action.(k8stesting.PatchAction)
+		if refuse && strings.Contains(string(p.GetPatch()), flagz.Annotation) {
+			return true, nil, apierrors.NewTooManyRequests("the apiserver is busy", 1)
+		}
+		return false, nil, nil
+	})
+	if requeue := e.sync(t); requeue <= 0 || requeue > flagsRetry {
+		t.Errorf("a sync whose write of the record failed asks to sync again in %s, want at most %s", requeue, flagsRetry)
+	}
+	if v, ok := e.flagsAnnotation(t); ok {
+		t.Fatalf("a refused write recorded %q", v)
+	}
+	refuse = false
+	e.sync(t)
+	if v, _ := e.flagsAnnotation(t); v != `[{"field":"maxPods","flag":"max-pods","value":"42"}]` {
+		t.Errorf("the sync after a refused write: %q, want maxPods recorded", v)
 	}
 }
 

@@ -64,12 +64,11 @@ func (a *Agent) sync(ctx context.Context, node *corev1.Node, getConfigMap config
 		return out.requeue, err
 	}
 	requeue := out.requeue
-	if err := a.publishFlags(ctx, node); err != nil {
-		// The flags help assigners; they fail no sync, and a sync soon
-		// reads them again.
+	if retry, err := a.publishFlags(ctx, node); err != nil {
+		// The flags help assigners; they fail no sync.
 		klog.FromContext(ctx).Info("Could not record the kubelet's flags on the node", "err", err)
-		if requeue <= 0 || requeue > flagsRetry {
-			requeue = flagsRetry
+		if retry > 0 && (requeue <= 0 || requeue > retry) {
+			requeue = retry
 		}
 	}
 	return requeue, nil
