@@ -31,6 +31,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // Field is a KubeletConfiguration field that a kubelet flag also sets.
@@ -158,11 +160,7 @@ func Shadowed(flags map[string]string) []Shadow {
 // cannot take effect. A payload that does not decode has none: the agents
 // refuse it.
 func Conflicts(payload []byte, shadowed []Shadow) []Shadow {
-	var set map[string]any
-	if err := yaml.Unmarshal(payload, &set); err != nil {
-		return nil
-	}
-	return conflicts(set, shadowed)
+	return conflicts(flagFields(payload), shadowed)
 }
 
 // conflicts is Conflicts of a decoded payload.
@@ -227,10 +225,7 @@ const Parallel = 16
 // through the apiserver's node proxy (ReadUnrecorded). Pass a core/v1
 // client: clientset.CoreV1().RESTClient().
 func CheckNodes(ctx context.Context, client rest.Interface, nodes []corev1.Node, payload []byte) error {
-	ptrs := make([]*corev1.Node, len(nodes))
-	for i := range nodes {
-		ptrs[i] = &nodes[i]
-	}
+	ptrs := source.NodePointers(nodes)
 	return Check(payload, ptrs, ReadUnrecorded(ctx, client, ptrs, payload))
 }
 
@@ -240,8 +235,8 @@ func CheckNodes(ctx context.Context, client rest.Interface, nodes []corev1.Node,
 // when it did, else read[node]; a node whose flags are known neither way
 // is left out: of it, that cannot be known.
 func Check(payload []byte, nodes []*corev1.Node, read map[string][]Shadow) error {
-	var set map[string]any
-	if err := yaml.Unmarshal(payload, &set); err != nil || !setsAny(set) {
+	set := flagFields(payload)
+	if set == nil {
 		return nil
 	}
 	found := map[string][]Shadow{}
@@ -269,8 +264,7 @@ func Check(payload []byte, nodes []*corev1.Node, read map[string][]Shadow) error
 // whose flags cannot be read (no /flagz, no permission, unreachable) is
 // left out. Pass a core/v1 client: clientset.CoreV1().RESTClient().
 func ReadUnrecorded(ctx context.Context, client rest.Interface, nodes []*corev1.Node, payload []byte) map[string][]Shadow {
-	var set map[string]any
-	if err := yaml.Unmarshal(payload, &set); err != nil || !setsAny(set) {
+	if flagFields(payload) == nil {
 		return nil
 	}
 	var unknown []string
@@ -306,13 +300,19 @@ func ReadUnrecorded(ctx context.Context, client rest.Interface, nodes []*corev1.
 	return read
 }
 
-// setsAny reports whether a config sets a field of Fields: only then are the
-// nodes asked.
-func setsAny(set map[string]any) bool {
+// flagFields decodes payload, a KubeletConfiguration (whole or a drop-in),
+// when it sets a field of Fields: only then can a flag shadow it, and are
+// the nodes asked. It returns nil otherwise, and for a payload that does
+// not decode, which the agents refuse.
+func flagFields(payload []byte) map[string]any {
+	var set map[string]any
+	if err := yaml.Unmarshal(payload, &set); err != nil {
+		return nil
+	}
 	for _, f := range Fields {
 		if _, ok := set[f.Field]; ok {
-			return true
+			return set
 		}
 	}
-	return false
+	return nil
 }

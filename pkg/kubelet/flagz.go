@@ -1,3 +1,7 @@
+// The flags read: the kubelet's /flagz, at the address its config gives,
+// authorized as /configz is; the agent records from it which config
+// fields a flag sets (pkg/flagz).
+
 package kubelet
 
 import (

@@ -66,11 +66,7 @@ func (p *FactsReader) Read(ctx context.Context, nodes []corev1.Node, payload []b
 		setsDrain = setsDrain || SetsDrainField(cfg)
 	}
 	if p.Kubelets && payload != nil {
-		ptrs := make([]*corev1.Node, len(nodes))
-		for i := range nodes {
-			ptrs[i] = &nodes[i]
-		}
-		facts.Flags = flagz.ReadUnrecorded(ctx, p.Client.CoreV1().RESTClient(), ptrs, payload)
+		facts.Flags = flagz.ReadUnrecorded(ctx, p.Client.CoreV1().RESTClient(), source.NodePointers(nodes), payload)
 	}
 	askAll := p.Kubelets && len(nodes) > 1 && len(setNodeSpecific(payload)) > 0
 	for i := range nodes {

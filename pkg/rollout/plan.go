@@ -11,17 +11,14 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
+	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
 // Order returns the names of nodes in rollout order: by the value of label
 // when label is not empty (nodes without it last), then by name. The order
 // does not depend on the order of nodes.
 func Order(nodes []corev1.Node, label string) []string {
-	ptrs := make([]*corev1.Node, len(nodes))
-	for i := range nodes {
-		ptrs[i] = &nodes[i]
-	}
-	return order(ptrs, label)
+	return order(source.NodePointers(nodes), label)
 }
 
 // order is Order over pointers, which it sorts in place: a pass orders the

@@ -204,10 +204,7 @@ func Plan(req Request, facts Facts) (*Rollout, []string, error) {
 	// targets are those its marks give (Resolve).
 	view := New(req.Namespace, "", spec)
 	if req.UndoOf != nil {
-		ptrs := make([]*corev1.Node, len(facts.Nodes))
-		for i := range facts.Nodes {
-			ptrs[i] = &facts.Nodes[i]
-		}
+		ptrs := source.NodePointers(facts.Nodes)
 		spec.AllowUnsafe = previousClasses(req.UndoOf, ptrs)
 		view.Spec.AllowUnsafe = spec.AllowUnsafe
 		var err error

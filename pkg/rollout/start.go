@@ -229,14 +229,7 @@ func (e *engine) setMark(node string, mark *Mark) {
 // Cordoned says the node is still to be drained before it is assigned,
 // and the Drainer cordons it again first.
 func (e *engine) release(ctx context.Context, name string) error {
-	patch, err := markPatch(nil, nil, ptr.To(false))
-	if err != nil {
-		return err
-	}
-	if _, err := e.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: source.FieldManager}); err != nil {
-		return fmt.Errorf("uncordon node %q: %w", name, err)
-	}
-	return nil
+	return e.schedulable(ctx, name, nil)
 }
 
 // uncordon makes the node named name, which r drained, schedulable again,
@@ -266,6 +259,12 @@ func (e *engine) uncordon(ctx context.Context, r *Rollout, name string, node *co
 	} else {
 		mark = nil
 	}
+	return e.schedulable(ctx, name, mark)
+}
+
+// schedulable makes the node named name schedulable and, in the same
+// patch, writes mark (nil: leaves the node's mark as it is).
+func (e *engine) schedulable(ctx context.Context, name string, mark *Mark) error {
 	patch, err := markPatch(nil, mark, ptr.To(false))
 	if err != nil {
 		return err

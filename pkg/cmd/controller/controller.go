@@ -28,7 +28,6 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util/lifecycle"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
-	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/lease"
 	"github.com/kubectl-dkc/dkc/pkg/pool"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
@@ -131,7 +130,7 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	cfg.UserAgent = "kubectl-dkc-controller"
-	if o.Kube, err = kubernetes.NewForConfig(kubeclient.Protobuf(cfg)); err != nil {
+	if o.Kube, err = util.NewClientset(cfg); err != nil {
 		return err
 	}
 	if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
@@ -140,7 +139,7 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	// NewForConfig gives each client a rate limiter of its own.
 	lease := rest.CopyConfig(cfg)
 	lease.UserAgent = "kubectl-dkc-controller/leader-election"
-	o.Lease, err = kubernetes.NewForConfig(kubeclient.Protobuf(lease))
+	o.Lease, err = util.NewClientset(lease)
 	return err
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
-	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	dkcstatus "github.com/kubectl-dkc/dkc/pkg/status"
 )
@@ -91,7 +90,7 @@ func newKubeletReader(f genericclioptions.RESTClientGetter) (kubernetes.Interfac
 	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = kubeletReadQPS, kubeletReadBurst
 	}
-	return kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
+	return util.NewClientset(cfg)
 }
 
 // newClients returns a clientset and the rollout store of namespace, with
@@ -102,7 +101,7 @@ func newClients(f genericclioptions.RESTClientGetter, namespace string) (kuberne
 		return nil, nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg = withRateLimit(cfg)
-	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
+	client, err := util.NewClientset(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -381,11 +381,7 @@ func (o *StartOptions) printPlan(r *rollout.Rollout, nodes []corev1.Node) error 
 	if *o.PrintFlags.OutputFormat != "" {
 		return o.Printer.PrintObj(r, o.Out)
 	}
-	ptrs := make([]*corev1.Node, len(nodes))
-	for i := range nodes {
-		ptrs[i] = &nodes[i]
-	}
-	r, err := rollout.Resolve(r, ptrs, nil)
+	r, err := rollout.Resolve(r, source.NodePointers(nodes), nil)
 	if err != nil {
 		return err
 	}

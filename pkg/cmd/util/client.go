@@ -8,6 +8,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -19,6 +20,12 @@ func Client(f genericclioptions.RESTClientGetter) (kubernetes.Interface, error) 
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
+	return NewClientset(cfg)
+}
+
+// NewClientset builds a clientset over cfg that speaks protobuf for the
+// built-in types (kubeclient.Protobuf), as kube-controller-manager's do.
+func NewClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 }
 
@@ -30,7 +37,7 @@ func ObjectClients(f genericclioptions.RESTClientGetter) (kubernetes.Interface, 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
+	client, err := NewClientset(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
