@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -201,7 +202,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, err := nodes.AddEventHandler(handler); err != nil {
 		return fmt.Errorf("watch node: %w", err)
 	}
-	a.cms = configMapWatch{client: a.Client, handler: handler, enqueue: func() { queue.Add(nodeKey) }}
+	a.cms = configMapWatch{client: a.Client, handler: handler, enqueue: func() { queue.Add(nodeKey) }, clock: a.Clock}
 	if a.podView == nil {
 		pods, err := watchPods(ctx, a.Client, a.NodeName, a.Clock, func() { queue.Add(nodeKey) })
 		if err != nil {
@@ -273,8 +274,12 @@ func (a *Agent) syncNode(ctx context.Context, nodes corelisters.NodeLister) (tim
 		a.cms.stop()
 	}
 	requeue, err := a.sync(ctx, node.DeepCopy(), a.cms.get) // publish updates its node
-	if werr := a.cms.watch(); werr != nil && err == nil {
+	due, werr := a.cms.watch()
+	if werr != nil && err == nil {
 		err = fmt.Errorf("watch the assigned ConfigMap: %w", werr)
+	}
+	if due > 0 && (requeue <= 0 || due < requeue) {
+		requeue = due
 	}
 	return requeue, err
 }
@@ -310,7 +315,21 @@ type configMapWatch struct {
 	// got is the answer of the GET of namespace/name (the ConfigMap, or
 	// nil for NotFound), which serves until the informer has listed.
 	got *getResult
+	// clock times startAt: when watch starts the informer on
+	// namespace/name; zero until a watch asked for it.
+	clock   clock.Clock
+	startAt time.Time
 }
+
+// Watch starts spread over watchSpread from watchDelay after the sync that
+// first asked for them: the agents of a rollout's wave end their applies
+// together, and the watches, which only catch a later change of the
+// ConfigMap, then do not compete with their status reports and the next
+// wave's assignments (docs/performance.md).
+const (
+	watchDelay  = 500 * time.Millisecond
+	watchSpread = 1500 * time.Millisecond
+)
 
 // getResult is a GET's ConfigMap, or its NotFound error.
 type getResult struct {
@@ -365,10 +384,10 @@ func (e *listError) detail() string {
 //
 // A new ns/name stops the previous informer, and one GET serves the apply,
 // and every sync until the informer has listed: the informer on the new
-// ConfigMap starts only with watch, after the sync.
-// Its list and watch then do not compete with the apply's download, and
-// across a fleet a rollout's wave of applies does not open a wave of
-// watches at the same moment (docs/performance.md). A change of the
+// ConfigMap starts only with watch, a while after the sync (watchDelay).
+// Its list and watch then do not compete with the apply's download and
+// report, and across a fleet a rollout's wave of applies does not open a
+// wave of watches at the same moment (docs/performance.md). A change of the
 // ConfigMap in between is not lost: the informer's first list shows it and
 // queues the node.
 func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
@@ -407,14 +426,22 @@ func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
 }
 
 // watch starts the informer on the ConfigMap get last asked for, when it
-// does not run yet.
-func (w *configMapWatch) watch() error {
+// does not run yet, once it is due (watchDelay). It returns how long until
+// it is due: the caller syncs again then.
+func (w *configMapWatch) watch() (time.Duration, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.informer != nil || w.name == "" {
-		return nil
+		return 0, nil
 	}
-	return w.startLocked()
+	now := w.clock.Now()
+	if w.startAt.IsZero() {
+		w.startAt = now.Add(watchDelay + rand.N(watchSpread))
+	}
+	if wait := w.startAt.Sub(now); wait > 0 {
+		return wait, nil
+	}
+	return 0, w.startLocked()
 }
 
 // startLocked starts the informer on w.namespace/w.name.
@@ -468,5 +495,5 @@ func (w *configMapWatch) stopLocked() {
 		<-w.done
 	}
 	w.informer, w.lister, w.cancel, w.done = nil, nil, nil, nil
-	w.namespace, w.name, w.listErr, w.got = "", "", nil, nil
+	w.namespace, w.name, w.listErr, w.got, w.startAt = "", "", nil, nil, time.Time{}
 }

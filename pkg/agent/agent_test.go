@@ -861,12 +861,14 @@ func TestConfigMapWatch(t *testing.T) {
 
 // TestConfigMapWatchFirstGet: the first get of a new ConfigMap returns it
 // at once, from a GET, without waiting for an informer; the informer starts
-// only with watch (after the sync), and from then on serves get, with
-// changes made in between. Until it has listed, that one GET answers.
+// only with watch (after the sync), once its start is due (watchDelay), and
+// from then on serves get, with changes made in between. Until it has
+// listed, that one GET answers.
 func TestConfigMapWatchFirstGet(t *testing.T) {
 	client := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "kube-system", ResourceVersion: "7"}})
 	queued := make(chan struct{}, 10)
-	w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }}
+	clk := testingclock.NewFakeClock(time.Now())
+	w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }, clock: clk}
 	t.Cleanup(w.stop)
 	if _, err := w.get("kube-system", "missing"); !apierrors.IsNotFound(err) {
 		t.Errorf("first get of a missing ConfigMap: %v, want NotFound", err)
@@ -897,8 +899,25 @@ func TestConfigMapWatchFirstGet(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps("kube-system").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.watch(); err != nil {
+	// The first watch schedules the start, spread over the fleet; a sync
+	// before it is due starts nothing.
+	due, err := w.watch()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if due < watchDelay || due >= watchDelay+watchSpread {
+		t.Fatalf("first watch: due in %s, want within [%s, %s)", due, watchDelay, watchDelay+watchSpread)
+	}
+	clk.Step(due / 2)
+	if again, err := w.watch(); err != nil || again != due-due/2 {
+		t.Fatalf("watch before it is due: due in %s, %v; want %s", again, err, due-due/2)
+	}
+	if n := listsAndWatches(); n != 0 {
+		t.Errorf("%d lists or watches of ConfigMaps before the watch is due, want none", n)
+	}
+	clk.Step(due - due/2)
+	if again, err := w.watch(); err != nil || again != 0 {
+		t.Fatalf("watch when due: due in %s, %v; want 0, started", again, err)
 	}
 	select {
 	case <-queued:
