@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -35,6 +37,12 @@ type Controller struct {
 	// Pools are the NodeConfigPools of Store's namespace; nil: none are
 	// reconciled.
 	Pools *pool.Store
+	// Metadata watches the metadata of the ConfigMaps of Store's
+	// namespace, so that a pool waiting for its ConfigMap, or whose
+	// ConfigMap changed, is looked at again at once. Nil: a pool sees
+	// its ConfigMap change only with the next change of a node, a
+	// rollout or a pool.
+	Metadata metadata.Interface
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Log receives a line per pod that a rollout's drain evicts.
@@ -120,10 +128,18 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer c.rollouts.Close()
 	var p *pools
+	var mf metadatainformer.SharedInformerFactory
 	if c.Pools != nil {
 		var err error
 		if p, err = c.watchPools(f, inf, nodes); err != nil {
 			return err
+		}
+		if c.Metadata != nil {
+			mf = metadatainformer.NewFilteredSharedInformerFactory(c.Metadata, 0, c.Store.Namespace, nil)
+			if err := p.watchConfigMaps(mf.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()); err != nil {
+				return err
+			}
+			mf.Start(ctx.Done())
 		}
 	}
 	nf.Start(ctx.Done())
@@ -136,6 +152,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+		}
+	}
+	if mf != nil {
+		for typ, ok := range mf.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("watch %v: %w", typ, ctx.Err())
+			}
 		}
 	}
 	logger.Info("Driving rollouts", "namespace", c.Store.Namespace, "pools", c.Pools != nil)

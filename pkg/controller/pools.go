@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
@@ -42,6 +43,45 @@ func (p *pools) enqueueAll() {
 			p.queue.Add(u.GetName())
 		}
 	}
+}
+
+// watchConfigMaps looks at a pool again when the ConfigMap its config
+// names is created, changed or deleted: a pool applied before its
+// ConfigMap waits for it (ConfigUnavailable), and an edit of the bytes a
+// revision pinned stalls the pool (DigestMismatch). inf holds the
+// ConfigMaps' metadata only: a pool reads the bytes it needs (payload).
+func (p *pools) watchConfigMaps(inf cache.SharedIndexInformer) error {
+	changed := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return
+		}
+		for _, o := range p.pools.List() {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			cur, err := pool.Decode(u)
+			if err != nil {
+				p.queue.Add(u.GetName()) // its status says why
+				continue
+			}
+			if ref := cur.Spec.ConfigSource.ConfigMap; ref != nil && ref.Namespace == m.GetNamespace() && ref.Name == m.GetName() {
+				p.queue.Add(u.GetName())
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: changed,
+	}); err != nil {
+		return fmt.Errorf("watch configmaps: %w", err)
+	}
+	return nil
 }
 
 // nodeChanged reports whether a Node's update can change a pool's

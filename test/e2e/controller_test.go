@@ -597,6 +597,32 @@ spec:
 		kubectl(t, c, "", "delete", "-n", "kube-system", "ncp/snap", "--wait")
 	})
 
+	t.Run("a pool applied before its ConfigMap waits for it, and goes on once it exists", func(t *testing.T) {
+		// GitOps applies objects in an order of its own. The pool selects
+		// no node: only the controller's view of the ConfigMap is tried.
+		kubectl(t, c, `apiVersion: kubectl-dkc.io/v1alpha1
+kind: NodeConfigPool
+metadata:
+  name: early
+  namespace: kube-system
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: early
+  configSource:
+    configMap: {namespace: kube-system, name: pool-early, kubeletConfigKey: kubelet}
+`, "apply", "--server-side", "-f", "-")
+		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Stalled", "ncp/early", "--timeout=1m")
+		if out := kubectl(t, c, "", "get", "-n", "kube-system", "ncp/early", "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason}`); out != "ConfigUnavailable" {
+			t.Fatalf("the pool without its ConfigMap: Stalled reason %q, want ConfigUnavailable", out)
+		}
+		// Nothing else changes in the cluster meanwhile: only a watch of
+		// the ConfigMaps brings the pool on.
+		createConfigMap(t, c, "pool-early", maxPodsConfig(83))
+		kubectl(t, c, "", "wait", "-n", "kube-system", "--for=condition=Ready", "ncp/early", "--timeout=30s")
+		kubectl(t, c, "", "delete", "-n", "kube-system", "ncp/early", "--wait")
+	})
+
 	t.Run("a pool applied with kubectl rolls its config out over the nodes it selects, and is Ready", func(t *testing.T) {
 		began := time.Now()
 		applyPool(t, "pool-a")

@@ -22,6 +22,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -50,6 +51,9 @@ type Options struct {
 
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
+	// Metadata watches the metadata of the namespace's ConfigMaps, which
+	// pools name.
+	Metadata metadata.Interface
 	// Lease is the leader election's client: Kube's config with a rate
 	// limiter of its own, so that a renewal never queues behind a
 	// rollout's burst of requests on Kube's limiter and the leader keeps
@@ -136,6 +140,9 @@ func (o *Options) Complete(f genericclioptions.RESTClientGetter, cmd *cobra.Comm
 	if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return err
 	}
+	if o.Metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return err
+	}
 	// NewForConfig gives each client a rate limiter of its own.
 	lease := rest.CopyConfig(cfg)
 	lease.UserAgent = "kubectl-dkc-controller/leader-election"
@@ -167,10 +174,11 @@ func (o *Options) Run(ctx context.Context) error {
 	logger := klog.Background().WithName("controller").WithValues("identity", o.Identity)
 	ctx = klog.NewContext(ctx, logger)
 	c := &controller.Controller{
-		Kube:  o.Kube,
-		Store: &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
-		Pools: &pool.Store{Client: o.Dynamic, Namespace: o.Namespace},
-		Log:   o.ErrOut,
+		Kube:     o.Kube,
+		Store:    &rollout.Store{Client: o.Dynamic, Namespace: o.Namespace},
+		Pools:    &pool.Store{Client: o.Dynamic, Namespace: o.Namespace},
+		Metadata: o.Metadata,
+		Log:      o.ErrOut,
 		// Each rollout's Lease names this replica and keeps the timings of
 		// the controller's.
 		Options: rollout.Options{Identity: o.Identity,
