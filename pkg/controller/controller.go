@@ -128,14 +128,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer c.rollouts.Close()
 	var p *pools
-	var mf metadatainformer.SharedInformerFactory
 	if c.Pools != nil {
 		var err error
 		if p, err = c.watchPools(f, inf, nodes); err != nil {
 			return err
 		}
 		if c.Metadata != nil {
-			mf = metadatainformer.NewFilteredSharedInformerFactory(c.Metadata, 0, c.Store.Namespace, nil)
+			// Only a prompt: nothing waits for it to list, so that a Role
+			// without list and watch on ConfigMaps delays pools, and stops
+			// nothing.
+			mf := metadatainformer.NewFilteredSharedInformerFactory(c.Metadata, 0, c.Store.Namespace, nil)
 			if err := p.watchConfigMaps(mf.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()); err != nil {
 				return err
 			}
@@ -152,13 +154,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("watch %v: %w", typ, ctx.Err())
-		}
-	}
-	if mf != nil {
-		for typ, ok := range mf.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("watch %v: %w", typ, ctx.Err())
-			}
 		}
 	}
 	logger.Info("Driving rollouts", "namespace", c.Store.Namespace, "pools", c.Pools != nil)

@@ -300,7 +300,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "written by dkc         %.0f KiB, %.2f KiB per node rolled (goal <= 4): %s\n",
 		written/1024, written/1024/float64(n), bodyDelta(apiBefore.bodyByResource, apiAfter.bodyByResource, "leases", float64(leaseTraffic.bytes)))
 	fmt.Fprintf(&sb, "the rollout object     %.1f KiB at the end\n", float64(rolloutSize)/1024)
-	fmt.Fprintf(&sb, "kubelets' lease renewals  %d requests, %.0f KiB (not counted above)\n", leaseTraffic.requests, float64(leaseTraffic.bytes)/1024)
+	fmt.Fprintf(&sb, "kubelets' lease renewals  %d requests, %.0f KiB (not counted above); %d failed since the leases were made\n",
+		leaseTraffic.requests, float64(leaseTraffic.bytes)/1024, leases.failures.Load())
 	fmt.Fprintf(&sb, "peak in progress       %d (budget %d)\n", peak, budget)
 	fmt.Fprintf(&sb, "where the time over the ideal went:\n")
 	fmt.Fprintf(&sb, "  rollout start to the first restart  %s\n", ms(lead))

@@ -34,7 +34,8 @@ type leaseRenewer struct {
 	cancel          context.CancelFunc
 	wg              sync.WaitGroup
 	requests, bytes atomic.Int64
-	failures        atomic.Int64
+	// failures counts the renewals that failed, and their reads.
+	failures atomic.Int64
 }
 
 // renewLeases creates a Lease for each of nodes and renews it until stop.
@@ -83,13 +84,8 @@ func renewLeases(ctx context.Context, cfg *rest.Config, nodes []*corev1.Node) (*
 			t := time.NewTicker(nodeLeaseRenew)
 			defer t.Stop()
 			for {
-				now := metav1.NewMicroTime(time.Now())
-				lease.Spec.RenewTime = &now
-				got, err := client.CoordinationV1().Leases(nodeLeaseNamespace).Update(ctx, lease, metav1.UpdateOptions{})
-				if err == nil {
+				if got, err := l.renew(ctx, client, lease); err == nil {
 					lease = got
-				} else if ctx.Err() == nil {
-					l.failures.Add(1)
 				}
 				select {
 				case <-ctx.Done():
@@ -100,6 +96,33 @@ func renewLeases(ctx context.Context, cfg *rest.Config, nodes []*corev1.Node) (*
 		})
 	}
 	return l, nil
+}
+
+// renew renews lease, as last written, as a kubelet does: when that
+// fails, it reads the Lease again and renews what it read. A PUT that timed
+// out at the client may have been written; its resourceVersion is then
+// old, and every later PUT of it would conflict.
+func (l *leaseRenewer) renew(ctx context.Context, client kubernetes.Interface, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	leases := client.CoordinationV1().Leases(nodeLeaseNamespace)
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.RenewTime = &now
+	got, err := leases.Update(ctx, lease, metav1.UpdateOptions{})
+	if err == nil {
+		return got, nil
+	}
+	if ctx.Err() == nil {
+		l.failures.Add(1)
+	}
+	latest, err := leases.Get(ctx, lease.Name, metav1.GetOptions{})
+	if err == nil {
+		now = metav1.NewMicroTime(time.Now())
+		latest.Spec.RenewTime = &now
+		got, err = leases.Update(ctx, latest, metav1.UpdateOptions{})
+	}
+	if err != nil && ctx.Err() == nil {
+		l.failures.Add(1)
+	}
+	return got, err
 }
 
 // stop ends the renewals.
