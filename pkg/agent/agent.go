@@ -390,30 +390,47 @@ func (e *listError) detail() string {
 // wave of watches at the same moment (docs/performance.md). A change of the
 // ConfigMap in between is not lost: the informer's first list shows it and
 // queues the node.
-func (w *configMapWatch) get(ns, name string) (*corev1.ConfigMap, error) {
+//
+// That GET is answered from the apiserver's watch cache (resourceVersion
+// "0"), which does not ask etcd, and the informer's cache may lag behind an
+// edit too. fresh skips both caches: a quorum GET, whose answer serves until
+// the informer has listed.
+func (w *configMapWatch) get(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.namespace != ns || w.name != name {
 		w.stopLocked()
 		w.namespace, w.name = ns, name
 	}
-	if w.informer != nil {
-		if w.informer.HasSynced() {
+	synced := w.informer != nil && w.informer.HasSynced()
+	if !fresh {
+		if synced {
 			return w.lister.ConfigMaps(ns).Get(name)
 		}
-		if err := w.listErr.get(); err != nil {
-			return nil, &listError{err: err}
+		if w.informer != nil {
+			if err := w.listErr.get(); err != nil {
+				return nil, &listError{err: err}
+			}
+		}
+		if w.got != nil {
+			return w.got.cm, w.got.err
 		}
 	}
-	if w.got != nil {
-		return w.got.cm, w.got.err
+	opts := metav1.GetOptions{}
+	if !fresh {
+		opts.ResourceVersion = "0"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), getTimeout)
 	defer cancel()
-	cm, err := w.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := w.client.ConfigMaps(ns).Get(ctx, name, opts)
 	if err == nil || apierrors.IsNotFound(err) {
-		w.got = &getResult{cm: cm, err: err}
+		if !synced {
+			w.got = &getResult{cm: cm, err: err}
+		}
 		return cm, err
+	}
+	if fresh {
+		return nil, err
 	}
 	// Any other error (such as Forbidden) is the informer's to report,
 	// with its list's own words, once: its error handler queues the node.

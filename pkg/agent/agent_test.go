@@ -204,9 +204,14 @@ func (e *env) getConfigMap(ns, name string) (*corev1.ConfigMap, error) {
 	return e.client.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
+// getter is a configMapGetter with no cache: every read is fresh.
+func (e *env) getter(ns, name string, _ bool) (*corev1.ConfigMap, error) {
+	return e.getConfigMap(ns, name)
+}
+
 func (e *env) sync(t *testing.T) time.Duration {
 	t.Helper()
-	requeue, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap)
+	requeue, err := e.a.sync(context.Background(), e.node(t), e.getter)
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -393,7 +398,7 @@ func TestDownloadError(t *testing.T) {
 			e.onLastKnownGood(t, "a", cfgA)
 			before := e.stored(t)
 			readable := false
-			get := func(ns, name string) (*corev1.ConfigMap, error) {
+			get := func(ns, name string, _ bool) (*corev1.ConfigMap, error) {
 				if tc.err != nil && !readable {
 					return nil, tc.err
 				}
@@ -817,11 +822,11 @@ func TestConfigMapWatch(t *testing.T) {
 			}
 
 			var lerr *listError
-			if _, err := w.get("default", "x"); !errors.Is(err, errNotSynced) && !errors.As(err, &lerr) {
+			if _, err := w.get("default", "x", false); !errors.Is(err, errNotSynced) && !errors.As(err, &lerr) {
 				t.Fatalf("first get: error %v, want %v or a *listError", err, errNotSynced)
 			}
 			wait("the list failed")
-			_, err := w.get("default", "x")
+			_, err := w.get("default", "x", false)
 			if !errors.As(err, &lerr) {
 				t.Fatalf("get after a failed list: error %v, want a *listError", err)
 			}
@@ -838,7 +843,7 @@ func TestConfigMapWatch(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			for {
 				wait("the list succeeded")
-				cm, err := w.get("default", "x")
+				cm, err := w.get("default", "x", false)
 				if errors.As(err, &lerr) && time.Now().Before(deadline) {
 					continue // a retry failed before the grant
 				}
@@ -870,16 +875,16 @@ func TestConfigMapWatchFirstGet(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	w := &configMapWatch{client: adapt.Clientset(client), handler: cache.ResourceEventHandlerFuncs{}, enqueue: func() { queued <- struct{}{} }, clock: clk}
 	t.Cleanup(w.stop)
-	if _, err := w.get("kube-system", "missing"); !apierrors.IsNotFound(err) {
+	if _, err := w.get("kube-system", "missing", false); !apierrors.IsNotFound(err) {
 		t.Errorf("first get of a missing ConfigMap: %v, want NotFound", err)
 	}
-	cm, err := w.get("kube-system", "x")
+	cm, err := w.get("kube-system", "x", false)
 	if err != nil {
 		t.Fatalf("first get: %v, want the ConfigMap", err)
 	}
 	diff(t, "resourceVersion", "7", cm.ResourceVersion)
 	// The next sync, before the informer runs: the same answer, no GET.
-	if again, err := w.get("kube-system", "x"); err != nil || again.ResourceVersion != "7" {
+	if again, err := w.get("kube-system", "x", false); err != nil || again.ResourceVersion != "7" {
 		t.Fatalf("second get before the informer: %v, %v; want the ConfigMap of the first", again, err)
 	}
 	listsAndWatches := func() (n int) {
@@ -927,16 +932,25 @@ func TestConfigMapWatchFirstGet(t *testing.T) {
 	if n := listsAndWatches(); n == 0 {
 		t.Error("no list or watch of ConfigMaps after watch")
 	}
-	got, err := w.get("kube-system", "x")
+	got, err := w.get("kube-system", "x", false)
 	if err != nil {
 		t.Fatalf("get after the informer synced: %v", err)
 	}
 	diff(t, "resourceVersion after the informer synced", "8", got.ResourceVersion)
-	gets := 0
+	// A fresh get reads past the informer's cache.
+	fresh, err := w.get("kube-system", "x", true)
+	if err != nil {
+		t.Fatalf("fresh get: %v", err)
+	}
+	diff(t, "resourceVersion of the fresh get", "8", fresh.ResourceVersion)
+	var gets []string
 	for _, a := range client.Actions() {
-		if a.GetResource().Resource == "configmaps" && a.GetVerb() == "get" {
-			gets++
+		if get, ok := a.(k8stesting.GetActionImpl); ok && get.GetResource().Resource == "configmaps" {
+			gets = append(gets, get.Name+"@"+get.GetOptions.ResourceVersion)
 		}
 	}
-	diff(t, "GETs (the first get of each name, none from the informer's cache)", "2", fmt.Sprint(gets))
+	// The first get of each name from the apiserver's watch cache
+	// (resourceVersion 0), none from the informer's cache, and the fresh
+	// one a quorum read.
+	diff(t, "GETs, name@resourceVersion", []string{"missing@0", "x@0", "x@"}, gets)
 }

@@ -175,7 +175,7 @@ func (ce *crashEnv) restartAgent(t *testing.T, fsys atomicfile.FS) {
 // syncIgnoringErrors is one sync as the work queue runs it.
 func (ce *crashEnv) syncIgnoringErrors(t *testing.T) {
 	t.Helper()
-	_, _ = ce.a.sync(context.Background(), ce.node(t), ce.getConfigMap)
+	_, _ = ce.a.sync(context.Background(), ce.node(t), ce.getter)
 }
 
 // crashScenario prepares a node with a working file system, then runs

@@ -76,7 +76,7 @@ func TestRollbackFailingHalfWayIsRetried(t *testing.T) {
 					repair = tc.breakOnce(t, e) // after b is on the kubelet
 				}
 			}
-			if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+			if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err == nil {
 				t.Fatalf("sync with a broken rollback: no error")
 			}
 			e.restart.OnCall = nil
@@ -143,7 +143,7 @@ func TestCommitNeverRevivesAFailedConfig(t *testing.T) {
 	e.a.Store = crashing
 	e.configMap(t, "c", `{`+header+`,"maxPods":44}`, nil)
 	e.assign(t, "c")
-	_, _ = e.a.sync(context.Background(), e.node(t), e.getConfigMap)
+	_, _ = e.a.sync(context.Background(), e.node(t), e.getter)
 	if !crash.Crashed() {
 		t.Fatalf("the apply of c never renamed meta/assigned")
 	}
@@ -171,7 +171,7 @@ func TestVerifyKeptAcrossAnUndoneApply(t *testing.T) {
 	probes := len(e.prober.Expectations)
 
 	e.writer.ApplyErr = errReadOnly
-	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err == nil {
 		t.Fatal("sync with a read-only config dir: no error")
 	}
 	diff(t, "probes after the undone apply", probes, len(e.prober.Expectations))
@@ -193,7 +193,7 @@ func TestCheckpointFailureReportedOnce(t *testing.T) {
 	must(t, os.WriteFile(dir, nil, 0o600)) // no directory can be made there
 	e.client.ClearActions()
 
-	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err == nil {
 		t.Fatal("sync with an unwritable store: no error")
 	}
 	diff(t, "node patches", 1, e.nodePatches())

@@ -132,28 +132,38 @@ func (a *Agent) observeAssignment(o *observed, node *corev1.Node, get configMapG
 	o.pin, o.pinErr = source.PinOf(node)
 	ref := src.ConfigMap
 	o.cmName = ref.Namespace + "/" + ref.Name
-	cm, err := get(ref.Namespace, ref.Name)
-	if err != nil {
-		o.cmErr = err
-		return nil
-	}
-	want := src.DeepCopy()
-	want.ConfigMap.UID = cm.UID
-	want.ConfigMap.ResourceVersion = cm.ResourceVersion
-	o.as = assignment{src: want, pin: o.pin, cm: cm}
-	if o.pinErr != nil {
-		return nil
-	}
-	if r := a.refused; r != nil && source.Equal(r.src, want) && r.pin.Equal(o.pin) {
-		o.refused = r.err
-	}
-	payload, perr := a.pinned(o.as)
-	if perr != nil {
+	// The first read may come from a cache that lags the ConfigMap the
+	// assigner pinned. Bytes that do not match the pin are read again from
+	// the apiserver's storage before they are refused; a refusal already
+	// reported for these bytes is not read again.
+	for _, fresh := range []bool{false, true} {
+		cm, err := get(ref.Namespace, ref.Name, fresh)
+		if err != nil {
+			o.cmErr = err
+			return nil
+		}
+		want := src.DeepCopy()
+		want.ConfigMap.UID = cm.UID
+		want.ConfigMap.ResourceVersion = cm.ResourceVersion
+		o.as = assignment{src: want, pin: o.pin, cm: cm}
+		if o.pinErr != nil {
+			return nil
+		}
+		o.refused = nil
+		if r := a.refused; r != nil && source.Equal(r.src, want) && r.pin.Equal(o.pin) {
+			o.refused = r.err
+		}
+		payload, perr := a.pinned(o.as)
+		if perr == nil {
+			o.payloadErr, o.as.payload = nil, payload
+			break
+		}
 		o.payloadErr = perr
-		return nil
+		if o.refused != nil || !o.pin.For(src) {
+			return nil
+		}
 	}
-	o.as.payload = payload
-	if o.refused == nil && source.Equal(o.st.Assigned, want) {
+	if o.payloadErr == nil && o.refused == nil && source.Equal(o.st.Assigned, o.as.src) {
 		return &o.as
 	}
 	return nil

@@ -71,7 +71,7 @@ func TestOutageLeavesKubeletAlone(t *testing.T) {
 			e.client.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, refused
 			})
-			get := func(_, _ string) (*corev1.ConfigMap, error) {
+			get := func(_, _ string, _ bool) (*corev1.ConfigMap, error) {
 				if cm != nil {
 					return cm, nil
 				}

@@ -324,3 +324,56 @@ func TestDownloadFailureNamesTheJudgedPin(t *testing.T) {
 	}
 	diff(t, "judged pin", pinned, judged)
 }
+
+// A cache may lag the ConfigMap its assigner pinned: the apiserver's watch
+// cache that answers the first read of a ConfigMap, or the agent's informer
+// whose event for an edit comes after the node's. Bytes that do not match
+// the pin are read again from the apiserver's storage before they are
+// refused, and the kubelet gets the pinned bytes, with no refusal reported.
+func TestPinnedBytesReadPastAStaleCache(t *testing.T) {
+	e := newEnv(t)
+	e.onLastKnownGood(t, "a", cfgA)
+	stale, err := e.getConfigMap("kube-system", "a")
+	must(t, err)
+	e.configMap(t, "a", cfgB, nil)
+	e.assign(t, "a")
+	var reads []bool
+	get := func(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
+		reads = append(reads, fresh)
+		if !fresh {
+			return stale, nil
+		}
+		return e.getConfigMap(ns, name)
+	}
+	if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+
+	diff(t, "kubelet config", cfgB, string(e.writer.Current))
+	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "11"), Active: ref("a", "11"), LastKnownGood: ref("a", "1")}, e.status(t))
+	diff(t, "events", []string{"Normal Applied"}, e.events())
+	diff(t, "dkc_agent_pin_mismatches_total", 0.0, testutil.ToFloat64(e.a.Metrics.PinMismatches))
+	diff(t, "reads (fresh or cached)", []bool{false, true}, reads)
+}
+
+// Bytes that do not match the pin in storage either are refused after one
+// fresh read; the syncs after that do not read them fresh again.
+func TestPinMismatchReadFreshOnce(t *testing.T) {
+	e := newEnv(t)
+	e.onLastKnownGood(t, "a", cfgA)
+	e.configMap(t, "a", cfgB, nil)
+	var reads []bool
+	get := func(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
+		reads = append(reads, fresh)
+		return e.getConfigMap(ns, name)
+	}
+	for range 2 {
+		if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+	}
+	diff(t, "kubelet config", cfgA, string(e.writer.Current))
+	diff(t, "condition", "False PinMismatch", e.condition(t))
+	diff(t, "events", []string{"Warning PinMismatch"}, e.events())
+	diff(t, "reads of two syncs (fresh or cached)", []bool{false, true, false}, reads)
+}

@@ -54,7 +54,7 @@ func (e *env) syncStepping(t *testing.T) (time.Duration, time.Duration) {
 	done := make(chan result, 1)
 	node := e.node(t)
 	go func() {
-		requeue, err := e.a.sync(context.Background(), node, e.getConfigMap)
+		requeue, err := e.a.sync(context.Background(), node, e.getter)
 		done <- result{requeue, err}
 	}()
 	start := e.clk.Now()
@@ -326,7 +326,7 @@ func TestPodsNotListable(t *testing.T) {
 	e.configMap(t, "a", cfgA, nil)
 	e.assign(t, "a")
 
-	_, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap)
+	_, err := e.a.sync(context.Background(), e.node(t), e.getter)
 
 	if err == nil {
 		t.Fatal("sync succeeded without the node's pods")
@@ -340,7 +340,7 @@ func TestPodsNotListable(t *testing.T) {
 
 	// Until the first list, nothing happens and nothing is reported.
 	e.pods.err = errNotSynced
-	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err != nil {
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err != nil {
 		t.Fatalf("sync before the pods are listed: %v", err)
 	}
 	diff(t, "restarter calls", []string(nil), e.restart.CallsSnapshot())
@@ -418,7 +418,7 @@ func TestVerifiedSyncDoesNotJudgeItsStaleNode(t *testing.T) {
 
 	e.a = e.newAgent()
 	must(t, e.a.startup(context.Background()))
-	if _, err := e.a.sync(context.Background(), stale, e.getConfigMap); err != nil {
+	if _, err := e.a.sync(context.Background(), stale, e.getter); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 

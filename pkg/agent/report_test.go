@@ -135,7 +135,7 @@ func TestOneReportPerSync(t *testing.T) {
 			e.events()
 			e.client.ClearActions()
 
-			_, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap)
+			_, err := e.a.sync(context.Background(), e.node(t), e.getter)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("sync: %v; want an error: %v", err, tc.wantErr)
 			}

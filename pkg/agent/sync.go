@@ -20,7 +20,9 @@ var errNotSynced = errors.New("configmap informer not synced")
 
 // configMapGetter returns the ConfigMap ns/name, a NotFound error when it
 // does not exist, a *listError when it cannot be listed, or errNotSynced.
-type configMapGetter func(ns, name string) (*corev1.ConfigMap, error)
+// Unless fresh, the answer may come from a cache and be older than the
+// ConfigMap is; fresh reads it from the apiserver's storage.
+type configMapGetter func(ns, name string, fresh bool) (*corev1.ConfigMap, error)
 
 // state returns the checkpoint store's record.
 func (a *Agent) state() (checkpoint.State, error) {

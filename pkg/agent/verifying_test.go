@@ -66,7 +66,7 @@ func TestVerifyingThenRolledBack(t *testing.T) {
 	e.prober.Results = []error{gateErr}
 	e.configMap(t, "b", cfgB, nil)
 	e.assign(t, "b")
-	if _, err := e.a.sync(t.Context(), e.node(t), e.getConfigMap); err != nil {
+	if _, err := e.a.sync(t.Context(), e.node(t), e.getter); err != nil {
 		var cerr *configError
 		if !errors.As(err, &cerr) {
 			t.Fatalf("sync: %v", err)

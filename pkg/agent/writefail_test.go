@@ -30,7 +30,7 @@ func TestConfigWriteFailureIsRetriedNotRolledBack(t *testing.T) {
 	e.writer.ApplyErr = errReadOnly
 
 	for i := range 2 { // the work queue retries with backoff
-		if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+		if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err == nil {
 			t.Fatalf("sync %d with a read-only config dir: no error, want one for the work queue to retry", i)
 		}
 		diff(t, "kubelet config", cfgA, string(e.writer.Current))
@@ -83,7 +83,7 @@ func TestStartupWithReadOnlyConfigDirRetries(t *testing.T) {
 		t.Fatalf("startup with a read-only config dir: %v", err)
 	}
 	diff(t, "kubelet config after startup", cfgA, string(e.writer.Current))
-	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err == nil {
 		t.Fatalf("sync with a read-only config dir: no error")
 	}
 	diff(t, "status active", ref("a", "1"), e.status(t).Active)
@@ -125,7 +125,7 @@ func TestRollbackWriteFailureIsRetried(t *testing.T) {
 	e.prober.Results = []error{errors.New("healthz: connection refused")}
 	e.restart.OnCall = func(string) { e.writer.ApplyErr = errReadOnly } // after b is written
 
-	if _, err := e.a.sync(context.Background(), e.node(t), e.getConfigMap); err == nil {
+	if _, err := e.a.sync(context.Background(), e.node(t), e.getter); err == nil {
 		t.Fatalf("sync with a rollback that cannot write: no error")
 	}
 	e.restart.OnCall = nil
