@@ -284,8 +284,10 @@ func (e *engine) reconcile(ctx context.Context) (Result, error) {
 		lead = tenure
 	} else if idle {
 		return e.result(now), nil
-	} else if next := e.passed.Add(e.opts.FollowInterval); now.Before(next) {
-		// Following: the changes since the last pass are shown together.
+	} else if next := e.passed.Add(e.opts.FollowInterval); now.Before(next) && !e.isStale() {
+		// Following: the nodes' changes since the last pass are shown
+		// together; a change of the rollout itself (its state, its
+		// counts), which its driver writes seldom, at once.
 		return Result{Rollout: e.cur, RequeueAfter: next.Sub(now)}, nil
 	}
 	e.passed = now

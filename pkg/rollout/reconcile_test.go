@@ -146,6 +146,47 @@ func newReconciler(ctx context.Context, t *testing.T, client kubernetes.Interfac
 	return rc
 }
 
+// TestFollowerSeesTheRolloutAtOnce: the interval between a follower's
+// passes holds back the nodes' changes, not the rollout's own: its driver
+// marking it Done ends `rollout status -w` at once, not up to an interval
+// later.
+func TestFollowerSeesTheRolloutAtOnce(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store := newStore()
+	createRollout(t, store, New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)}))
+	clock := testingclock.NewFakeClock(t0)
+	rc := newReconciler(ctx, t, client, store, Options{Clock: clock, ReadOnly: true}, func(string) {})
+	defer rc.Close()
+	if res, err := rc.Reconcile(ctx, "r1"); err != nil || res.Done {
+		t.Fatalf("Reconcile: %v, done %t", err, res.Done)
+	}
+	r, err := store.Get(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Status.State = Done
+	if _, err := store.UpdateStatus(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	e := rc.engines["r1"]
+	for !e.isStale() {
+		if ctx.Err() != nil {
+			t.Fatal("the informer did not deliver the rollout's change")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	clock.Step(100 * time.Millisecond)
+	res, err := rc.Reconcile(ctx, "r1")
+	if err != nil || !res.Done {
+		t.Fatalf("Reconcile %s after the last pass, the rollout Done: %v, done %t; want done at once", 100*time.Millisecond, err, res.Done)
+	}
+	if res.Rollout == nil || res.Rollout.Status.State != Done {
+		t.Errorf("rollout after the pass: %v, want state Done", res.Rollout)
+	}
+}
+
 // TestFollowerShowsChangesTogether: a follower (ReadOnly) makes at most
 // one pass per FollowInterval, however many events come: each looks at
 // every node, and one per event cost a core at 5000 nodes.
