@@ -196,6 +196,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.Fatal(err)
 	}
 	agentReqBefore := fleet.requests.snapshot()
+	phasesBefore, err := fleet.phases()
+	if err != nil {
+		b.Fatal(err)
+	}
 	leasesBefore := leases.snapshot()
 	cpuBefore := processCPU()
 
@@ -324,7 +328,11 @@ func BenchmarkFleetRollout(b *testing.B) {
 	}
 	fmt.Fprintf(&sb, "  the last gate to the end            %s\n", ms(tail))
 	fmt.Fprintf(&sb, "apiserver requests     %.0f, %.1f per node without the lease renewals: %s\n", reqAfter-reqBefore, dkcRequests/float64(n), verbDelta(apiBefore.byVerb, apiAfter.byVerb))
-	fmt.Fprintf(&sb, "agents' apply phases, mean  %s\n", fleet.phaseMeans())
+	phasesAfter, err := fleet.phases()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(&sb, "agents' phases during the rollout, mean  %s\n", phasesAfter.meansSince(phasesBefore))
 	fmt.Fprintf(&sb, "agents' requests       %d, %.1f per node: %s\n", agentReq.total(), float64(agentReq.total())/float64(n), agentReq)
 	fmt.Fprintf(&sb, "agents' Go heap        idle %.1f MiB, after the rollout %.1f MiB (%.0f KiB per agent)\n",
 		mib(heapIdle-heapBefore), mib(heapAfter-heapBefore), float64(heapAfter-heapBefore)/1024/float64(n))
@@ -816,14 +824,20 @@ func enginePasses(path string) (passes, error) {
 	return p, nil
 }
 
-// phaseMeans is the mean time of each phase of an apply over the agents'
-// applies, from their phase_duration_seconds histograms.
-func (f *fleet) phaseMeans() string {
-	sum, count := map[string]float64{}, map[string]uint64{}
+// phaseTotals is the sum and count of each phase's times over the agents,
+// from their phase_duration_seconds histograms.
+type phaseTotals struct {
+	sum   map[string]float64
+	count map[string]uint64
+}
+
+// phases reads the agents' phase times so far.
+func (f *fleet) phases() (phaseTotals, error) {
+	t := phaseTotals{sum: map[string]float64{}, count: map[string]uint64{}}
 	for _, m := range f.metrics {
 		families, err := m.Registry.Gather()
 		if err != nil {
-			return err.Error()
+			return t, err
 		}
 		for _, fam := range families {
 			if fam.GetName() != "dkc_agent_phase_duration_seconds" {
@@ -831,15 +845,22 @@ func (f *fleet) phaseMeans() string {
 			}
 			for _, s := range fam.GetMetric() {
 				phase := s.GetLabel()[0].GetValue()
-				sum[phase] += s.GetHistogram().GetSampleSum()
-				count[phase] += s.GetHistogram().GetSampleCount()
+				t.sum[phase] += s.GetHistogram().GetSampleSum()
+				t.count[phase] += s.GetHistogram().GetSampleCount()
 			}
 		}
 	}
+	return t, nil
+}
+
+// meansSince is the mean time of each phase since before: during the
+// rollout, without the agents' reports as they started.
+func (t phaseTotals) meansSince(before phaseTotals) string {
 	var parts []string
 	for _, p := range agent.Phases {
-		if count[p] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", p, ms(time.Duration(sum[p]/float64(count[p])*float64(time.Second)))))
+		if n := t.count[p] - before.count[p]; n > 0 {
+			mean := (t.sum[p] - before.sum[p]) / float64(n)
+			parts = append(parts, fmt.Sprintf("%s %s", p, ms(time.Duration(mean*float64(time.Second)))))
 		}
 	}
 	return strings.Join(parts, ", ")
