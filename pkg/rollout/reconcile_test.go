@@ -146,22 +146,30 @@ func newReconciler(ctx context.Context, t *testing.T, client kubernetes.Interfac
 	return rc
 }
 
+// newFollower starts rollout r1 over two nodes and a follower (ReadOnly)
+// of it on a fake clock, which has made its first pass.
+func newFollower(t *testing.T) (context.Context, *Store, *testingclock.FakeClock, *Reconciler) {
+	t.Helper()
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	store := newStore()
+	createRollout(t, store, New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)}))
+	clock := testingclock.NewFakeClock(t0)
+	rc := newReconciler(ctx, t, client, store, Options{Clock: clock, ReadOnly: true}, func(string) {})
+	t.Cleanup(rc.Close)
+	if res, err := rc.Reconcile(ctx, "r1"); err != nil || res.Done {
+		t.Fatalf("Reconcile: %v, done %t", err, res.Done)
+	}
+	return ctx, store, clock, rc
+}
+
 // TestFollowerSeesTheRolloutAtOnce: the interval between a follower's
 // passes holds back the nodes' changes, not the rollout's own: its driver
 // marking it Done ends `rollout status -w` at once, not up to an interval
 // later.
 func TestFollowerSeesTheRolloutAtOnce(t *testing.T) {
-	client, names := newFleet(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store := newStore()
-	createRollout(t, store, New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)}))
-	clock := testingclock.NewFakeClock(t0)
-	rc := newReconciler(ctx, t, client, store, Options{Clock: clock, ReadOnly: true}, func(string) {})
-	defer rc.Close()
-	if res, err := rc.Reconcile(ctx, "r1"); err != nil || res.Done {
-		t.Fatalf("Reconcile: %v, done %t", err, res.Done)
-	}
+	ctx, store, clock, rc := newFollower(t)
 	r, err := store.Get(ctx, "r1")
 	if err != nil {
 		t.Fatal(err)
@@ -191,17 +199,7 @@ func TestFollowerSeesTheRolloutAtOnce(t *testing.T) {
 // one pass per FollowInterval, however many events come: each looks at
 // every node, and one per event cost a core at 5000 nodes.
 func TestFollowerShowsChangesTogether(t *testing.T) {
-	client, names := newFleet(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store := newStore()
-	createRollout(t, store, New(source.DefaultNamespace, "r1", Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)}))
-	clock := testingclock.NewFakeClock(t0)
-	rc := newReconciler(ctx, t, client, store, Options{Clock: clock, ReadOnly: true}, func(string) {})
-	defer rc.Close()
-	if res, err := rc.Reconcile(ctx, "r1"); err != nil || res.Done {
-		t.Fatalf("Reconcile: %v, done %t", err, res.Done)
-	}
+	ctx, _, clock, rc := newFollower(t)
 	e := rc.engines["r1"]
 	first := e.passed
 	for range 3 {
