@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -133,11 +134,15 @@ func (a *Agent) observeAssignment(o *observed, node *corev1.Node, get configMapG
 	ref := src.ConfigMap
 	o.cmName = ref.Namespace + "/" + ref.Name
 	// The first read may come from a cache that lags the ConfigMap the
-	// assigner pinned. Bytes that do not match the pin are read again from
-	// the apiserver's storage before they are refused; a refusal already
-	// reported for these bytes is not read again.
+	// assigner pinned. A ConfigMap it does not show, and bytes that do not
+	// match the pin, are read again from the apiserver's storage before
+	// they are reported; a refusal already reported for these bytes is not
+	// read again.
 	for _, fresh := range []bool{false, true} {
 		cm, err := get(ref.Namespace, ref.Name, fresh)
+		if !fresh && apierrors.IsNotFound(err) {
+			continue
+		}
 		if err != nil {
 			o.cmErr = err
 			return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -327,33 +328,61 @@ func TestDownloadFailureNamesTheJudgedPin(t *testing.T) {
 
 // A cache may lag the ConfigMap its assigner pinned: the apiserver's watch
 // cache that answers the first read of a ConfigMap, or the agent's informer
-// whose event for an edit comes after the node's. Bytes that do not match
-// the pin are read again from the apiserver's storage before they are
-// refused, and the kubelet gets the pinned bytes, with no refusal reported.
+// whose event for an edit comes after the node's. A ConfigMap the cache
+// does not show, or bytes that do not match the pin, are read again from
+// the apiserver's storage before they are reported, and the kubelet gets
+// the pinned bytes, with no failure or refusal reported.
 func TestPinnedBytesReadPastAStaleCache(t *testing.T) {
-	e := newEnv(t)
-	e.onLastKnownGood(t, "a", cfgA)
-	stale, err := e.getConfigMap("kube-system", "a")
-	must(t, err)
-	e.configMap(t, "a", cfgB, nil)
-	e.assign(t, "a")
-	var reads []bool
-	get := func(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
-		reads = append(reads, fresh)
-		if !fresh {
-			return stale, nil
-		}
-		return e.getConfigMap(ns, name)
+	tests := map[string]struct {
+		// change changes the ConfigMaps after a is last-known-good, assigns
+		// one, and returns what a cache shows of it.
+		change   func(t *testing.T, e *env) (*corev1.ConfigMap, error)
+		assigned *corev1.NodeConfigSource
+		want     string
+	}{
+		"bytes older than the pin": {
+			change: func(t *testing.T, e *env) (*corev1.ConfigMap, error) {
+				stale, err := e.getConfigMap("kube-system", "a")
+				must(t, err)
+				e.configMap(t, "a", cfgB, nil)
+				e.assign(t, "a")
+				return stale, nil
+			},
+			assigned: ref("a", "11"),
+		},
+		"a ConfigMap just created": {
+			change: func(t *testing.T, e *env) (*corev1.ConfigMap, error) {
+				e.configMap(t, "b", cfgB, nil)
+				e.assign(t, "b")
+				return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), "b")
+			},
+			assigned: ref("b", "1"),
+		},
 	}
-	if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.onLastKnownGood(t, "a", cfgA)
+			cached, cachedErr := tc.change(t, e)
+			var reads []bool
+			get := func(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
+				reads = append(reads, fresh)
+				if !fresh {
+					return cached, cachedErr
+				}
+				return e.getConfigMap(ns, name)
+			}
+			if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
 
-	diff(t, "kubelet config", cfgB, string(e.writer.Current))
-	diff(t, "status", &corev1.NodeConfigStatus{Assigned: ref("a", "11"), Active: ref("a", "11"), LastKnownGood: ref("a", "1")}, e.status(t))
-	diff(t, "events", []string{"Normal Applied"}, e.events())
-	diff(t, "dkc_agent_pin_mismatches_total", 0.0, testutil.ToFloat64(e.a.Metrics.PinMismatches))
-	diff(t, "reads (fresh or cached)", []bool{false, true}, reads)
+			diff(t, "kubelet config", cfgB, string(e.writer.Current))
+			diff(t, "status", &corev1.NodeConfigStatus{Assigned: tc.assigned, Active: tc.assigned, LastKnownGood: ref("a", "1")}, e.status(t))
+			diff(t, "events", []string{"Normal Applied"}, e.events())
+			diff(t, "dkc_agent_pin_mismatches_total", 0.0, testutil.ToFloat64(e.a.Metrics.PinMismatches))
+			diff(t, "reads (fresh or cached)", []bool{false, true}, reads)
+		})
+	}
 }
 
 // Bytes that do not match the pin in storage either are refused after one
