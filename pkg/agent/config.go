@@ -40,6 +40,12 @@ func downloadError(detail string) *configError {
 	return &configError{reason: ReasonFailed, msg: v1alpha1.SyncErrorPrefix + v1alpha1.DownloadError + ": " + detail}
 }
 
+// missingError is the download error of ConfigMap ns/name (cmName) that
+// does not exist.
+func missingError(cmName string) *configError {
+	return downloadError("configmap " + cmName + " not found")
+}
+
 func internalError(err error) *configError {
 	return &configError{reason: ReasonFailed, msg: v1alpha1.SyncErrorPrefix + v1alpha1.InternalError + ": " + err.Error()}
 }

@@ -132,7 +132,7 @@ func decide(o *observed) decision {
 	case errors.As(o.cmErr, &lerr):
 		return downloadFailure(o, downloadError(lerr.detail()))
 	case apierrors.IsNotFound(o.cmErr):
-		return downloadFailure(o, downloadError("configmap "+o.cmName+" not found"))
+		return downloadFailure(o, missingError(o.cmName))
 	case o.cmErr != nil:
 		return decision{err: fmt.Errorf("get configmap %s: %w", o.cmName, o.cmErr)}
 	}

@@ -136,14 +136,15 @@ func (a *Agent) observeAssignment(o *observed, node *corev1.Node, get configMapG
 	// The first read may come from a cache that lags the ConfigMap the
 	// assigner pinned. A ConfigMap it does not show, and bytes that do not
 	// match the pin, are read again from the apiserver's storage before
-	// they are reported; a refusal already reported for these bytes is not
-	// read again.
+	// they are reported; a ConfigMap already reported missing, and a
+	// refusal already reported for these bytes, are not read again.
 	for _, fresh := range []bool{false, true} {
 		cm, err := get(ref.Namespace, ref.Name, fresh)
-		if !fresh && apierrors.IsNotFound(err) {
+		if !fresh && apierrors.IsNotFound(err) && o.downloadFailed != missingError(o.cmName).msg {
 			continue
 		}
 		if err != nil {
+			o.as, o.payloadErr, o.refused = assignment{}, nil, nil
 			o.cmErr = err
 			return nil
 		}

@@ -385,24 +385,47 @@ func TestPinnedBytesReadPastAStaleCache(t *testing.T) {
 	}
 }
 
-// Bytes that do not match the pin in storage either are refused after one
-// fresh read; the syncs after that do not read them fresh again.
-func TestPinMismatchReadFreshOnce(t *testing.T) {
-	e := newEnv(t)
-	e.onLastKnownGood(t, "a", cfgA)
-	e.configMap(t, "a", cfgB, nil)
-	var reads []bool
-	get := func(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
-		reads = append(reads, fresh)
-		return e.getConfigMap(ns, name)
+// What storage confirms is reported after one fresh read: bytes that do not
+// match the pin are refused, and a ConfigMap it does not hold either is
+// reported missing. The syncs after that read only the cache, whose informer
+// shows a change of the ConfigMap.
+func TestFailedReadFreshOnce(t *testing.T) {
+	tests := map[string]struct {
+		// change assigns what the test reads, after a is last-known-good.
+		change           func(t *testing.T, e *env)
+		condition, event string
+	}{
+		"bytes that fail the pin": {
+			change:    func(t *testing.T, e *env) { e.configMap(t, "a", cfgB, nil) },
+			condition: "False PinMismatch", event: "Warning PinMismatch",
+		},
+		"a missing ConfigMap": {
+			change: func(t *testing.T, e *env) {
+				src := &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kube-system", Name: "b", KubeletConfigKey: "kubelet"}}
+				e.assignPinned(t, src, source.NewPin(src, []byte(cfgB), nil))
+			},
+			condition: "False Failed", event: "Warning Failed",
+		},
 	}
-	for range 2 {
-		if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
-			t.Fatalf("sync: %v", err)
-		}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.onLastKnownGood(t, "a", cfgA)
+			tc.change(t, e)
+			var reads []bool
+			get := func(ns, name string, fresh bool) (*corev1.ConfigMap, error) {
+				reads = append(reads, fresh)
+				return e.getConfigMap(ns, name)
+			}
+			for range 2 {
+				if _, err := e.a.sync(context.Background(), e.node(t), get); err != nil {
+					t.Fatalf("sync: %v", err)
+				}
+			}
+			diff(t, "kubelet config", cfgA, string(e.writer.Current))
+			diff(t, "condition", tc.condition, e.condition(t))
+			diff(t, "events", []string{tc.event}, e.events())
+			diff(t, "reads of two syncs (fresh or cached)", []bool{false, true, false}, reads)
+		})
 	}
-	diff(t, "kubelet config", cfgA, string(e.writer.Current))
-	diff(t, "condition", "False PinMismatch", e.condition(t))
-	diff(t, "events", []string{"Warning PinMismatch"}, e.events())
-	diff(t, "reads of two syncs (fresh or cached)", []bool{false, true, false}, reads)
 }
