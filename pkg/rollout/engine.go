@@ -151,10 +151,15 @@ func (e *engine) refresh(ctx context.Context) error {
 	return nil
 }
 
+// setCurrent records r, which this client just read: unless the informer
+// has delivered a later version since, the loop's copy is current.
 func (e *engine) setCurrent(r *Rollout) {
 	e.cur = r
 	e.mu.Lock()
 	e.rv = r.ResourceVersion
+	if e.seen == r.ResourceVersion {
+		e.stale = false
+	}
 	e.mu.Unlock()
 }
 

@@ -195,6 +195,25 @@ func TestFollowerSeesTheRolloutAtOnce(t *testing.T) {
 	}
 }
 
+// A version of the rollout that the informer delivers while the loop reads
+// that same version does not leave the loop's copy stale: a follower would
+// make one more pass for nothing.
+func TestReadVersionIsCurrent(t *testing.T) {
+	e := &engine{}
+	r := New(source.DefaultNamespace, "r1", Spec{})
+	r.ResourceVersion = "2"
+	e.delivered("2")
+	e.setCurrent(r)
+	if e.isStale() {
+		t.Error("stale after reading the version the informer delivered")
+	}
+	e.delivered("3")
+	e.setCurrent(r)
+	if !e.isStale() {
+		t.Error("not stale after reading version 2 with version 3 delivered")
+	}
+}
+
 // TestFollowerShowsChangesTogether: a follower (ReadOnly) makes at most
 // one pass per FollowInterval, however many events come: each looks at
 // every node, and one per event cost a core at 5000 nodes.
