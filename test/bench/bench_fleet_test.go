@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,12 +114,19 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.Fatal(err)
 	}
 	budget := rollout.Budget(mu, n)
+	// DKC_BENCH_FLEET_PROFILE=DIR: CPU profiles of the rollout, the
+	// apiserver's and this process's (the agents'), in DIR.
+	profileDir := os.Getenv("DKC_BENCH_FLEET_PROFILE")
+	var profiling []string
+	if profileDir != "" {
+		profiling = []string{"--profiling=true"}
+	}
 	b.StopTimer()
 	c := framework.Setup(b, framework.Options{
 		ControlPlaneOnly: true,
 		// 2000 watches from the agents plus the rollout's: lift the
 		// apiserver's limits on requests in flight so that none queues.
-		APIServerFlags: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"},
+		APIServerFlags: append([]string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}, profiling...),
 	})
 	ctx := context.Background()
 	framework.InstallCRDs(b, c)
@@ -218,6 +227,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 	if driver == "cli" {
 		args = append(args, "--wait", "--timeout", "30m")
 	}
+	var stopProfiles func()
+	if profileDir != "" {
+		if stopProfiles, err = startProfiles(ctx, b, c, profileDir, idealRollout(n, canary, budget, restart+gate)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.StartTimer()
 	began := time.Now()
 	// follower is the CLI process that followed the rollout to its end:
@@ -230,6 +245,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		wall = time.Since(began)
 	}
 	b.StopTimer()
+	if stopProfiles != nil {
+		stopProfiles()
+	}
 	if err != nil {
 		b.Fatalf("kubectl dkc %s: %v", strings.Join(args, " "), err)
 	}
@@ -281,6 +299,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	}
 
 	lead, fill, handover, lastEnd := fleet.slotTimes(budget, began)
+	late := fleet.roundsLate(canary, budget, restart+gate)
 	tail := began.Add(wall).Sub(lastEnd)
 	handoverS := summarize(handover)
 
@@ -310,6 +329,11 @@ func BenchmarkFleetRollout(b *testing.B) {
 	fmt.Fprintf(&sb, "where the time over the ideal went:\n")
 	fmt.Fprintf(&sb, "  rollout start to the first restart  %s\n", ms(lead))
 	fmt.Fprintf(&sb, "  the first %d restarts started within %s\n", budget, ms(fill))
+	lateMs := make([]string, len(late))
+	for i, d := range late {
+		lateMs[i] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	fmt.Fprintf(&sb, "  each round's last restart after the round before's, less r+g  %s ms\n", strings.Join(lateMs, " "))
 	fmt.Fprintf(&sb, "  a gate's end to the restart that takes its slot (%d handovers)  median %s, p90 %s, max %s\n",
 		len(handover), ms(handoverS.median), ms(handoverS.p90), ms(handoverS.max))
 	fleet.mu.Lock()
@@ -438,6 +462,28 @@ func (f *fleet) slotTimes(budget int, began time.Time) (lead, fill time.Duration
 		lastEnd = ends[len(ends)-1]
 	}
 	return lead, fill, handover, lastEnd
+}
+
+// roundsLate is, for each round after the first (the canary's, or the
+// first budget nodes'), how much later than r+g (d) after the round
+// before's last restart its last restart began. Their sum, with the first
+// restart's lead and the last gate's tail, is the time over the ideal.
+func (f *fleet) roundsLate(canary, budget int, d time.Duration) []time.Duration {
+	f.mu.Lock()
+	starts := append([]time.Time(nil), f.starts...)
+	f.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	first := budget
+	if canary > 0 {
+		first = canary
+	}
+	var late []time.Duration
+	for end := min(first, len(starts)); end < len(starts); {
+		next := min(end+budget, len(starts))
+		late = append(late, starts[next-1].Sub(starts[end-1])-d)
+		end = next
+	}
+	return late
 }
 
 // startFleet starts one agent per node and returns once every agent's
@@ -875,6 +921,39 @@ func idealRollout(n, canary, budget int, d time.Duration) time.Duration {
 		rounds++
 	}
 	return time.Duration(rounds) * d
+}
+
+// startProfiles writes CPU profiles of the next d, or until the returned
+// stop is called, to dir: the apiserver's (apiserver.pprof, from its
+// /debug/pprof, which c must serve: --profiling=true) and this process's
+// (agents.pprof: the agents, the Lease renewals and the timeline's watch).
+func startProfiles(ctx context.Context, b *testing.B, c *framework.Cluster, dir string, d time.Duration) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, "agents.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seconds := strconv.Itoa(int(math.Ceil(d.Seconds())))
+		body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "apiserver.pprof"), body, 0o644)
+		}
+		if err != nil {
+			b.Errorf("the apiserver's CPU profile: %v", err)
+		}
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		<-done
+		b.Logf("CPU profiles of the rollout in %s: apiserver.pprof (%s), agents.pprof", dir, d)
+	}, nil
 }
 
 // pidCPU is process pid's user and system time so far, from
