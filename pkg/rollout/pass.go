@@ -184,6 +184,8 @@ func (e *engine) execute(ctx context.Context, d Decision, observed map[string]Ob
 		if err != nil || !ok {
 			return err != nil, err
 		}
+		// The notices and a halt below write over the version stored.
+		r.ResourceVersion = e.cur.ResourceVersion
 		e.notify(r, observed)
 	} else if r.Status.Counts != e.reported {
 		e.notify(r, observed)

@@ -2,8 +2,10 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -340,14 +343,77 @@ func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 
 // newStore returns a rollout store on a fake dynamic client, which gives
 // each rollout created the UID "uid-" and its name, as an apiserver gives
-// each object one: a node's mark names its rollout by UID.
+// each object one: a node's mark names its rollout by UID. As an
+// apiserver, it gives each version of a rollout a resourceVersion of its
+// own, and refuses with a conflict an update or a patch that names
+// another than the stored one.
 func newStore() *Store {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{Resource: Kind + "List"})
+	var (
+		mu   sync.Mutex
+		last int
+	)
+	next := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		last++
+		return strconv.Itoa(last)
+	}
+	stored := func(ns, name string) (string, error) {
+		obj, err := dyn.Tracker().Get(Resource, ns, name)
+		if err != nil {
+			return "", err
+		}
+		return obj.(metav1.Object).GetResourceVersion(), nil
+	}
+	conflict := func(name string) error {
+		return apierrors.NewConflict(Resource.GroupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	}
 	dyn.PrependReactor("create", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
 		u.SetUID(types.UID("uid-" + u.GetName()))
+		u.SetResourceVersion(next())
 		return false, nil, nil
+	})
+	dyn.PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+		rv, err := stored(a.GetNamespace(), u.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if u.GetResourceVersion() != "" && u.GetResourceVersion() != rv {
+			return true, nil, conflict(u.GetName())
+		}
+		u.SetResourceVersion(next())
+		return false, nil, nil
+	})
+	dyn.PrependReactor("patch", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchActionImpl)
+		if p.GetPatchType() != types.MergePatchType {
+			return false, nil, nil
+		}
+		rv, err := stored(p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		var patch map[string]any
+		if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
+			return true, nil, err
+		}
+		meta, _ := patch["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			patch["metadata"] = meta
+		}
+		if want, ok := meta["resourceVersion"].(string); ok && want != rv {
+			return true, nil, conflict(p.GetName())
+		}
+		meta["resourceVersion"] = next()
+		if p.Patch, err = json.Marshal(patch); err != nil {
+			return true, nil, err
+		}
+		return k8stesting.ObjectReaction(dyn.Tracker())(p)
 	})
 	return &Store{Client: dyn, Namespace: source.DefaultNamespace}
 }
@@ -704,6 +770,34 @@ func TestRunUncordonsANodeWhoseDrainFailed(t *testing.T) {
 	}
 	if len(again.calls) == 0 || !strings.HasPrefix(again.calls[0], "drain n1") {
 		t.Errorf("the next driver's drainer calls %q: want n1 drained before it is assigned", again.calls)
+	}
+}
+
+// TestRunHaltsAfterWritingTheRollout: a pass that writes the rollout (its
+// counts changed) and then fails to start a node halts the rollout on that
+// failure, over the version it just wrote, at once: the node is not drained
+// again.
+func TestRunHaltsAfterWritingTheRollout(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1), Drain: []string{"n2"}})
+	d := &fakeDrainer{client: client, fail: "n2"}
+	// n1 done changes the counts, and the pass that starts n2 writes
+	// them first.
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d, StatusInterval: time.Nanosecond})
+	if !errors.Is(err, ErrHalted) {
+		t.Fatalf("Run: %v, want halted", err)
+	}
+	if want := "node/n2: drain failed"; r.Status.Reason != want {
+		t.Errorf("reason %q, want %q", r.Status.Reason, want)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.calls) != 1 {
+		t.Errorf("drainer calls %q: want n2 drained once, then the rollout halted", d.calls)
 	}
 }
 
