@@ -166,12 +166,15 @@ func (e *engine) setCurrent(r *Rollout) {
 // delivered records that the rollout's informer delivered version rv of
 // it ("" when deleted), and pokes the loop: the server holds a version
 // other than the loop's unless rv is the one the loop last wrote or read.
-func (e *engine) delivered(rv string) {
+// stop says that version asks that no further node start: the rollout is
+// paused, aborted or deleted.
+func (e *engine) delivered(rv string, stop bool) {
 	e.mu.Lock()
 	if rv == "" || rv != e.rv {
 		e.stale = true
 	}
 	e.seen = rv
+	e.stopAsked = stop
 	e.mu.Unlock()
 	e.poke()
 }

@@ -140,10 +140,12 @@ func NewReconciler(client kubernetes.Interface, store *Store, opts Options, enqu
 			return
 		}
 		if deleted {
-			e.delivered("")
-		} else {
-			e.delivered(u.GetResourceVersion())
+			e.delivered("", true)
+			return
 		}
+		paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
+		aborted, _, _ := unstructured.NestedBool(u.Object, "spec", "aborted")
+		e.delivered(u.GetResourceVersion(), paused || aborted)
 	}
 	if _, err := opts.Rollouts.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { onRollout(obj, false) },
@@ -364,8 +366,10 @@ type engine struct {
 	notices notices
 	claims  claims
 	// drainsLeft counts the nodes of the pass's starts still to drain or
-	// draining (start.go).
+	// draining (start.go); inProgress, the nodes in progress when the
+	// pass decided, those it starts among them.
 	drainsLeft atomic.Int32
+	inProgress []string
 	// last is the rollout last reported while following.
 	last *Rollout
 	// alerts asks the Alertmanager of spec.pauseOnAlerts.
@@ -373,12 +377,13 @@ type engine struct {
 
 	// mu guards what the informers' handlers share with the passes: the
 	// resourceVersion the pass last wrote or read, whether the server
-	// holds a different one, the last one the informer delivered, and the
-	// marks written.
-	mu    sync.Mutex
-	rv    string
-	stale bool
-	seen  string
+	// holds a different one, the last one the informer delivered and
+	// whether it asks that no node start, and the marks written.
+	mu        sync.Mutex
+	rv        string
+	stale     bool
+	seen      string
+	stopAsked bool
 }
 
 // poke asks for a pass.

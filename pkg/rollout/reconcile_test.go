@@ -202,12 +202,12 @@ func TestReadVersionIsCurrent(t *testing.T) {
 	e := &engine{}
 	r := New(source.DefaultNamespace, "r1", Spec{})
 	r.ResourceVersion = "2"
-	e.delivered("2")
+	e.delivered("2", false)
 	e.setCurrent(r)
 	if e.isStale() {
 		t.Error("stale after reading the version the informer delivered")
 	}
-	e.delivered("3")
+	e.delivered("3", false)
 	e.setCurrent(r)
 	if !e.isStale() {
 		t.Error("not stale after reading version 2 with version 3 delivered")

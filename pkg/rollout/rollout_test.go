@@ -990,11 +990,11 @@ func TestEngineTellsItsOwnWritesFromOthers(t *testing.T) {
 		steps     func(e *engine)
 		wantStale bool
 	}{
-		"own write delivered after its response":  {func(e *engine) { e.wrote(written("2")); e.delivered("2") }, false},
-		"own write delivered before its response": {func(e *engine) { e.delivered("2"); e.wrote(written("2")) }, false},
-		"another client's write after ours":       {func(e *engine) { e.wrote(written("2")); e.delivered("3") }, true},
-		"own write, then the informer's lag":      {func(e *engine) { e.delivered("0"); e.wrote(written("2")) }, true},
-		"deleted":                                 {func(e *engine) { e.wrote(written("2")); e.delivered("") }, true},
+		"own write delivered after its response":  {func(e *engine) { e.wrote(written("2")); e.delivered("2", false) }, false},
+		"own write delivered before its response": {func(e *engine) { e.delivered("2", false); e.wrote(written("2")) }, false},
+		"another client's write after ours":       {func(e *engine) { e.wrote(written("2")); e.delivered("3", false) }, true},
+		"own write, then the informer's lag":      {func(e *engine) { e.delivered("0", false); e.wrote(written("2")) }, true},
+		"deleted":                                 {func(e *engine) { e.wrote(written("2")); e.delivered("", true) }, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

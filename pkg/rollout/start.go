@@ -33,8 +33,10 @@ import (
 // in names, up to Options.Parallel at once, in their order, as r records
 // them; fresh lists the ones this pass started, whose marks are still to
 // be written. On the first failure no further node is started; the ones
-// under way finish. startNodes returns the first node that failed and its
-// error.
+// under way finish. Nor is one started once a node in progress has failed
+// meanwhile, or the rollout was paused, aborted or deleted (interrupted):
+// drains make a pass long, and the next pass decides on what changed.
+// startNodes returns the first node that failed to start and its error.
 func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []string, nodes map[string]*corev1.Node) (string, error) {
 	if len(names) == 0 {
 		return "", nil
@@ -53,23 +55,31 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 	}
 	e.drainsLeft.Store(drains)
 	defer e.drainsLeft.Store(0)
+	e.inProgress = nil
+	for _, name := range r.Spec.Nodes {
+		if r.NodeStatus(name).Phase == InProgress {
+			e.inProgress = append(e.inProgress, name)
+		}
+	}
 	next := make(chan string)
 	for range min(e.opts.Parallel, len(names)) {
 		wg.Go(func() {
 			for name := range next {
+				var once sync.Once
+				drained := func() {
+					if r.NodeStatus(name).Cordoned {
+						once.Do(func() { e.drainsLeft.Add(-1) })
+					}
+				}
 				mu.Lock()
 				halted := firstErr != nil
 				mu.Unlock()
-				if halted || ctx.Err() != nil {
-					if r.NodeStatus(name).Cordoned {
-						e.drainsLeft.Add(-1)
-					}
+				if halted || ctx.Err() != nil || e.interrupted(r) {
+					drained()
 					continue
 				}
-				err := e.startNode(ctx, r, name, slices.Contains(fresh, name), nodes[name])
-				if r.NodeStatus(name).Cordoned {
-					e.drainsLeft.Add(-1)
-				}
+				err := e.startNode(ctx, r, name, slices.Contains(fresh, name), nodes[name], drained)
+				drained()
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					failed, firstErr = name, err
@@ -95,12 +105,13 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 }
 
 // startNode marks the node named name when fresh, drains it when the
-// rollout must, waits for the PodDisruptionBudgets that a restart of its
-// kubelet counts against (pdb.go), then assigns it its target. A failed
-// drain or wait uncordons the node again (release): nothing changed on it
-// but its mark, which still asks for the drain, so that whoever starts it
-// next drains it first.
-func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh bool, node *corev1.Node) error {
+// rollout must (and then calls drained), waits for the
+// PodDisruptionBudgets that a restart of its kubelet counts against
+// (pdb.go), then assigns it its target. A failed drain or wait uncordons
+// the node again (release): nothing changed on it but its mark, which
+// still asks for the drain, so that whoever starts it next drains it
+// first.
+func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh bool, node *corev1.Node, drained func()) error {
 	rec := r.NodeStatus(name)
 	logger := klog.FromContext(ctx).WithValues("node", name, "rollout", r.Name)
 	target, pin := r.Spec.Target(name)
@@ -128,6 +139,7 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 			e.note(ctx, name, "draining: "+b.String())
 		})
 		e.note(ctx, name, "")
+		drained()
 		if err != nil {
 			if uerr := e.release(ctx, name); uerr != nil {
 				logger.Error(uerr, "Uncordon after a failed drain")
@@ -177,22 +189,50 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 // backPoll is how often uncordonOnceBack looks at the node.
 var backPoll = time.Second
 
-// uncordonOnceBack waits, while other nodes of the pass still drain, until
-// the node named name, drained and assigned, is back (running its target
-// and Ready), and then uncordons it, as the next pass would (decide's
-// Uncordon). Their drains may wait for the room it makes: the pods they
-// evict can go nowhere else while it is cordoned, and a
+// interrupted reports whether a node of r in progress when the pass
+// decided (e.inProgress; those it starts among them) has failed since, or
+// the rollout's informer delivered a version that is paused, aborted or
+// deleted: the pass then starts no further node.
+func (e *engine) interrupted(r *Rollout) bool {
+	e.mu.Lock()
+	stop := e.stopAsked
+	e.mu.Unlock()
+	if stop || e.nodes == nil {
+		return stop
+	}
+	for _, name := range e.inProgress {
+		node, err := e.getNode(name)
+		if err != nil || node == nil {
+			continue
+		}
+		target, pin := r.Spec.Target(name)
+		o, err := e.observe(node, target, pin)
+		if err != nil {
+			o.Error = err.Error()
+		}
+		if phase, _ := NextPhase(r.NodeStatus(name), o); phase == Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// uncordonOnceBack waits, while other nodes of the pass are still to drain
+// or draining, until the node named name, drained and assigned, is back
+// (running its target and Ready), and then uncordons it, as the next pass
+// would (decide's Uncordon). Their drains may wait for the room it makes:
+// the pods they evict can go nowhere else while it is cordoned, and a
 // PodDisruptionBudget refuses their evictions until those pods are Ready
 // again; the next pass comes only once they are drained. It returns when
-// the node is back, fails, or the other drains are over: the next pass
-// then decides.
+// the node is back, fails, the other drains are over, or the pass is
+// interrupted: the next pass then decides.
 func (e *engine) uncordonOnceBack(ctx context.Context, r *Rollout, name string) {
 	if e.nodes == nil {
 		return
 	}
 	target, pin := r.Spec.Target(name)
 	_ = wait.PollUntilContextCancel(ctx, backPoll, true, func(ctx context.Context) (bool, error) {
-		if e.drainsLeft.Load() <= 1 { // this node's own
+		if e.drainsLeft.Load() <= 0 || e.interrupted(r) {
 			return true, nil
 		}
 		node, err := e.getNode(name)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -157,6 +158,147 @@ func TestRunStartsNoNodeAfterAFailure(t *testing.T) {
 		if p := r.NodeStatus(n).Phase; p != Waiting {
 			t.Errorf("node %s %s, want Waiting: its wave never began", n, p)
 		}
+	}
+}
+
+// TestRunStartsNoQueuedNodeAfterANodeFailed: one node at a time, each
+// drained; n1 is assigned and its agent reports an error while n2 still
+// waits its turn in the same pass. n2 is not drained or assigned: the
+// rollout halts on n1.
+func TestRunStartsNoQueuedNodeAfterANodeFailed(t *testing.T) {
+	old := backPoll
+	backPoll = 10 * time.Millisecond
+	t.Cleanup(func() { backPoll = old })
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.bad = func(*corev1.NodeConfigSource) bool { return true }
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
+	d := &fakeDrainer{client: client}
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d, Parallel: 1})
+	if !errors.Is(err, ErrHalted) || !strings.HasPrefix(r.Status.Reason, "node/n1: ") {
+		t.Fatalf("Run: %v, reason %q; want halted on n1", err, r.Status.Reason)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, call := range d.calls {
+		if strings.HasPrefix(call, "drain n2") {
+			t.Errorf("drainer calls %q: n2 drained after n1 failed", d.calls)
+		}
+	}
+	n2, err := client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, _, _ := source.Assigned(n2); src != nil {
+		t.Errorf("n2 assigned %s after n1 failed", DescribeTarget(src))
+	}
+}
+
+// TestRunStartsNoQueuedNodeOncePaused: a pause that comes while a pass
+// drains n1 lets n1 finish starting, and n2, queued in the same pass, is
+// not started.
+func TestRunStartsNoQueuedNodeOncePaused(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
+	d := &gateDrainer{fakeDrainer: fakeDrainer{client: client}, draining: make(chan string, 2), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: d, Parallel: 1})
+		done <- err
+	}()
+	if got := <-d.draining; got != "n1" {
+		t.Fatalf("first drain of %s, want n1", got)
+	}
+	if _, err := store.Request(ctx, "r1", Paused, Running); err != nil {
+		t.Fatal(err)
+	}
+	// The driver's informer delivers the pause before the drain ends.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		r, err := store.Get(ctx, "r1")
+		return err == nil && r.Spec.Paused, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(d.release)
+	if err := <-done; !errors.Is(err, ErrPaused) {
+		t.Fatalf("Run: %v, want paused", err)
+	}
+	n2, err := client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, _, _ := source.Assigned(n2); src != nil || n2.Spec.Unschedulable {
+		t.Errorf("n2 assigned %v, cordoned %v after the pause; want neither", src, n2.Spec.Unschedulable)
+	}
+	n1, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, _, _ := source.Assigned(n1); src == nil {
+		t.Error("n1, drained before the pause, not assigned")
+	}
+}
+
+// gateDrainer is a fakeDrainer whose drains each send the node's name on
+// draining, then wait until release is closed.
+type gateDrainer struct {
+	fakeDrainer
+	draining chan string
+	release  chan struct{}
+}
+
+func (d *gateDrainer) Drain(ctx context.Context, name string, blocked func(Blocked)) error {
+	d.draining <- name
+	select {
+	case <-d.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return d.fakeDrainer.Drain(ctx, name, blocked)
+}
+
+// TestRunEndsAPassWhoseDrainedNodesDoNotComeBack: two nodes drained and
+// assigned in one pass whose agents never report do not hold the pass
+// waiting for each other to be back: the next pass comes, and takes a
+// pause.
+func TestRunEndsAPassWhoseDrainedNodesDoNotComeBack(t *testing.T) {
+	old := backPoll
+	backPoll = 10 * time.Millisecond
+	t.Cleanup(func() { backPoll = old })
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: &fakeDrainer{client: client}})
+		done <- err
+	}()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if src, _, _ := source.Assigned(node); src == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("both nodes assigned: %v", err)
+	}
+	if _, err := store.Request(ctx, "r1", Paused, Running); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrPaused) {
+		t.Fatalf("Run: %v, want paused: the pass that drained both nodes never ended", err)
 	}
 }
 
