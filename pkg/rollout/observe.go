@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +77,10 @@ func Observe(node *corev1.Node, target *corev1.NodeConfigSource, pin *source.Pin
 // and the target alone: what it reads of status.FromNode's time-dependent
 // AgentState (Verifying, through status.Reached) comes from the node's
 // condition, not from the clock.
+// The workers of a pass that starts nodes share it (interrupted): mu
+// guards byNode.
 type observations struct {
+	mu     sync.Mutex
 	byNode map[string]observation
 }
 
@@ -92,15 +96,20 @@ type observation struct {
 // version of node against the same target when there is one.
 func (c *observations) observe(node *corev1.Node, target *corev1.NodeConfigSource, pin *source.Pin) (Observed, error) {
 	rv := node.ResourceVersion
-	if last, ok := c.byNode[node.Name]; ok && rv != "" && last.resourceVersion == rv && source.Equal(last.target, target) && last.pin.Equal(pin) {
+	c.mu.Lock()
+	last, ok := c.byNode[node.Name]
+	c.mu.Unlock()
+	if ok && rv != "" && last.resourceVersion == rv && source.Equal(last.target, target) && last.pin.Equal(pin) {
 		return last.observed, last.err
 	}
 	o, err := Observe(node, target, pin)
 	if rv != "" {
+		c.mu.Lock()
 		if c.byNode == nil {
 			c.byNode = map[string]observation{}
 		}
 		c.byNode[node.Name] = observation{resourceVersion: rv, target: target.DeepCopy(), pin: pin.DeepCopy(), observed: o, err: err}
+		c.mu.Unlock()
 	}
 	return o, err
 }

@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -64,6 +67,29 @@ func TestObservationsDecodeOnlyChangedNodes(t *testing.T) {
 		if diff := cmp.Diff(s.want, got); diff != "" {
 			t.Errorf("%s: observed (-want +got):\n%s", s.name, diff)
 		}
+	}
+}
+
+// TestObservationsAcrossGoroutines: the workers of a pass that starts
+// nodes observe the nodes in progress at once (interrupted), each through
+// the one cache. Run with -race.
+func TestObservationsAcrossGoroutines(t *testing.T) {
+	var c observations
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				n := readyNode(fmt.Sprintf("n%d", i%10), nil)
+				n.ResourceVersion = strconv.Itoa(w*100 + i)
+				if _, err := c.observe(n, cm("new"), nil); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(c.byNode) != 10 {
+		t.Errorf("%d nodes cached, want 10", len(c.byNode))
 	}
 }
 
