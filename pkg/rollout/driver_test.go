@@ -45,13 +45,12 @@ type budgetWatch struct {
 
 func watchBudget(client *fake.Clientset, uid types.UID, target *corev1.NodeConfigSource) *budgetWatch {
 	w := &budgetWatch{}
-	react := k8stesting.ObjectReaction(client.Tracker())
 	nodes := corev1.SchemeGroupVersion.WithResource("nodes")
 	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if len(a.(k8stesting.PatchActionImpl).PatchOptions.DryRun) > 0 {
 			return false, nil, nil
 		}
-		handled, obj, err := react(a)
+		handled, obj, err := patchVersioned(client.Tracker(), nodes, a.(k8stesting.PatchActionImpl))
 		list, lerr := client.Tracker().List(nodes, corev1.SchemeGroupVersion.WithKind("Node"), "")
 		if lerr != nil {
 			return handled, obj, err

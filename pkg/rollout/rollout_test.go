@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,6 +331,7 @@ func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 		node, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", p.Name)
 		return true, node, err
 	})
+	versionNodes(client)
 	var names []string
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("n%d", i)
@@ -341,6 +343,84 @@ func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 	return client, names
 }
 
+// versionNodes makes client keep the Nodes' resourceVersions as an
+// apiserver does: each version of a Node gets one of its own, and an
+// update, or a patch that names one (a precondition), is refused with a
+// conflict unless it names the stored one. The driver's caches of what it
+// observed and decoded of a node hold only versioned Nodes.
+func versionNodes(client *fake.Clientset) {
+	client.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		a.(k8stesting.CreateAction).GetObject().(metav1.Object).SetResourceVersion(nextVersion())
+		return false, nil, nil
+	})
+	client.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(metav1.Object)
+		rv, err := storedVersion(client.Tracker(), nodeResource, "", obj.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if obj.GetResourceVersion() != "" && obj.GetResourceVersion() != rv {
+			return true, nil, versionConflict(nodeResource, obj.GetName())
+		}
+		obj.SetResourceVersion(nextVersion())
+		return false, nil, nil
+	})
+	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return patchVersioned(client.Tracker(), nodeResource, a.(k8stesting.PatchActionImpl))
+	})
+}
+
+var (
+	nodeResource = corev1.SchemeGroupVersion.WithResource("nodes")
+	lastVersion  atomic.Int64
+)
+
+// nextVersion is a resourceVersion that no object of the tests has had.
+func nextVersion() string { return strconv.FormatInt(lastVersion.Add(1), 10) }
+
+func storedVersion(tracker k8stesting.ObjectTracker, gvr schema.GroupVersionResource, ns, name string) (string, error) {
+	obj, err := tracker.Get(gvr, ns, name)
+	if err != nil {
+		return "", err
+	}
+	return obj.(metav1.Object).GetResourceVersion(), nil
+}
+
+func versionConflict(gvr schema.GroupVersionResource, name string) error {
+	return apierrors.NewConflict(gvr.GroupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// patchVersioned applies a JSON merge or strategic merge patch p as an
+// apiserver does: a resourceVersion in it is a precondition, and the
+// patched object gets a version of its own. A dry run, or another kind of
+// patch, is left to the reactors after it.
+func patchVersioned(tracker k8stesting.ObjectTracker, gvr schema.GroupVersionResource, p k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
+	if len(p.PatchOptions.DryRun) > 0 || (p.GetPatchType() != types.MergePatchType && p.GetPatchType() != types.StrategicMergePatchType) {
+		return false, nil, nil
+	}
+	rv, err := storedVersion(tracker, gvr, p.GetNamespace(), p.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
+		return true, nil, err
+	}
+	meta, _ := patch["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		patch["metadata"] = meta
+	}
+	if want, ok := meta["resourceVersion"].(string); ok && want != rv {
+		return true, nil, versionConflict(gvr, p.GetName())
+	}
+	meta["resourceVersion"] = nextVersion()
+	if p.Patch, err = json.Marshal(patch); err != nil {
+		return true, nil, err
+	}
+	return k8stesting.ObjectReaction(tracker)(p)
+}
+
 // newStore returns a rollout store on a fake dynamic client, which gives
 // each rollout created the UID "uid-" and its name, as an apiserver gives
 // each object one: a node's mark names its rollout by UID. As an
@@ -350,70 +430,26 @@ func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 func newStore() *Store {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{Resource: Kind + "List"})
-	var (
-		mu   sync.Mutex
-		last int
-	)
-	next := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		last++
-		return strconv.Itoa(last)
-	}
-	stored := func(ns, name string) (string, error) {
-		obj, err := dyn.Tracker().Get(Resource, ns, name)
-		if err != nil {
-			return "", err
-		}
-		return obj.(metav1.Object).GetResourceVersion(), nil
-	}
-	conflict := func(name string) error {
-		return apierrors.NewConflict(Resource.GroupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
-	}
 	dyn.PrependReactor("create", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
 		u.SetUID(types.UID("uid-" + u.GetName()))
-		u.SetResourceVersion(next())
+		u.SetResourceVersion(nextVersion())
 		return false, nil, nil
 	})
 	dyn.PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		u := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
-		rv, err := stored(a.GetNamespace(), u.GetName())
+		rv, err := storedVersion(dyn.Tracker(), Resource, a.GetNamespace(), u.GetName())
 		if err != nil {
 			return true, nil, err
 		}
 		if u.GetResourceVersion() != "" && u.GetResourceVersion() != rv {
-			return true, nil, conflict(u.GetName())
+			return true, nil, versionConflict(Resource, u.GetName())
 		}
-		u.SetResourceVersion(next())
+		u.SetResourceVersion(nextVersion())
 		return false, nil, nil
 	})
 	dyn.PrependReactor("patch", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchActionImpl)
-		if p.GetPatchType() != types.MergePatchType {
-			return false, nil, nil
-		}
-		rv, err := stored(p.GetNamespace(), p.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		var patch map[string]any
-		if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
-			return true, nil, err
-		}
-		meta, _ := patch["metadata"].(map[string]any)
-		if meta == nil {
-			meta = map[string]any{}
-			patch["metadata"] = meta
-		}
-		if want, ok := meta["resourceVersion"].(string); ok && want != rv {
-			return true, nil, conflict(p.GetName())
-		}
-		meta["resourceVersion"] = next()
-		if p.Patch, err = json.Marshal(patch); err != nil {
-			return true, nil, err
-		}
-		return k8stesting.ObjectReaction(dyn.Tracker())(p)
+		return patchVersioned(dyn.Tracker(), Resource, a.(k8stesting.PatchActionImpl))
 	})
 	return &Store{Client: dyn, Namespace: source.DefaultNamespace}
 }
