@@ -45,6 +45,10 @@ type Mark struct {
 	// Cordoned: the rollout cordoned the node to drain it, and uncordons
 	// it once the node passed its health gate.
 	Cordoned bool `json:"cordoned,omitempty"`
+	// KeepCordoned: the node was unschedulable before the rollout
+	// cordoned it, and stays so: the rollout clears Cordoned and leaves
+	// spec.unschedulable to whoever set it.
+	KeepCordoned bool `json:"keepCordoned,omitempty"`
 	// Started is when the rollout started the node.
 	Started metav1.MicroTime `json:"started"`
 }

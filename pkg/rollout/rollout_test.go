@@ -837,6 +837,50 @@ func TestRunHaltsAfterWritingTheRollout(t *testing.T) {
 	}
 }
 
+// TestRunKeepsACordonItDidNotMake: a node someone cordoned before the
+// rollout drains it stays cordoned, once it passed its health gate, or
+// after its drain failed; the node the rollout cordoned itself is
+// uncordoned.
+func TestRunKeepsACordonItDidNotMake(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fail      string
+		wantState State
+	}{
+		"passed":       {wantState: Done},
+		"drain failed": {fail: "n1", wantState: Halted},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client, names := newFleet(t, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			n1, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n1.Spec.Unschedulable = true
+			if _, err := client.CoreV1().Nodes().Update(ctx, n1, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			agents := newAgents(client, 10*time.Millisecond)
+			agents.run(ctx, t)
+			store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
+			r, _ := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: &fakeDrainer{client: client, fail: tc.fail}, Parallel: 1})
+			if r.Status.State != tc.wantState {
+				t.Fatalf("rollout %s (%s), want %s", r.Status.State, r.Status.Reason, tc.wantState)
+			}
+			for node, want := range map[string]bool{"n1": true, "n2": false} {
+				got, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Spec.Unschedulable != want {
+					t.Errorf("%s unschedulable %v, want %v", node, got.Spec.Unschedulable, want)
+				}
+			}
+		})
+	}
+}
+
 // TestRunCountsNotReadyNodesAgainstTheBudget: with --max-unavailable 2 and
 // one node NotReady, only one node restarts at a time, as in MCO.
 func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {

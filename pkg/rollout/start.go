@@ -118,6 +118,7 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 	var mark *Mark
 	if fresh {
 		mark = newMark(r, name, rec.Previous, rec.PreviousPin, rec.Cordoned, *rec.Started)
+		mark.KeepCordoned = rec.Cordoned && node != nil && node.Spec.Unschedulable
 		e.setMark(name, mark)
 	}
 	if rec.Cordoned {
@@ -141,7 +142,7 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 		e.note(ctx, name, "")
 		drained()
 		if err != nil {
-			if uerr := e.release(ctx, name); uerr != nil {
+			if uerr := e.release(ctx, r, name); uerr != nil {
 				logger.Error(uerr, "Uncordon after a failed drain")
 			}
 			return err
@@ -150,7 +151,7 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 	}
 	if err := e.waitForBudgets(ctx, r, name, node); err != nil {
 		if rec.Cordoned {
-			if uerr := e.release(ctx, name); uerr != nil {
+			if uerr := e.release(ctx, r, name); uerr != nil {
 				logger.Error(uerr, "Uncordon after the wait for PodDisruptionBudgets failed")
 			}
 		} else if mark != nil {
@@ -265,14 +266,31 @@ func (e *engine) setMark(node string, mark *Mark) {
 }
 
 // release makes the node named name schedulable again after its drain, or
-// the wait for its PodDisruptionBudgets, failed. Its mark is left as it is:
-// Cordoned says the node is still to be drained before it is assigned,
-// and the Drainer cordons it again first.
-func (e *engine) release(ctx context.Context, name string) error {
-	return e.schedulable(ctx, name, nil)
+// the wait for its PodDisruptionBudgets, failed, unless it was
+// unschedulable before r cordoned it (Mark.KeepCordoned). Its mark is left
+// as it is: Cordoned says the node is still to be drained before it is
+// assigned, and the Drainer cordons it again first.
+func (e *engine) release(ctx context.Context, r *Rollout, name string) error {
+	e.mu.Lock()
+	mark := e.marks[name]
+	e.mu.Unlock()
+	if !mark.Owns(r) {
+		node, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("uncordon node %q: %w", name, err)
+		}
+		if mark, err = MarkOf(node); err != nil {
+			return fmt.Errorf("uncordon node %q: %w", name, err)
+		}
+	}
+	if mark.Owns(r) && mark.KeepCordoned {
+		return nil
+	}
+	return e.schedulable(ctx, name, nil, false)
 }
 
 // uncordon makes the node named name, which r drained, schedulable again,
+// unless it was unschedulable before r cordoned it (Mark.KeepCordoned),
 // and clears Cordoned in its mark, in one patch. node is the Node as last
 // seen; nil: read it.
 func (e *engine) uncordon(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
@@ -292,20 +310,28 @@ func (e *engine) uncordon(ctx context.Context, r *Rollout, name string, node *co
 		mark = m
 	}
 	e.mu.Unlock()
+	keep := false
 	if mark.Owns(r) {
 		m := *mark
-		m.Cordoned = false
+		m.Cordoned, keep = false, m.KeepCordoned
 		mark = &m
 	} else {
 		mark = nil
 	}
-	return e.schedulable(ctx, name, mark)
+	return e.schedulable(ctx, name, mark, keep)
 }
 
-// schedulable makes the node named name schedulable and, in the same
-// patch, writes mark (nil: leaves the node's mark as it is).
-func (e *engine) schedulable(ctx context.Context, name string, mark *Mark) error {
-	patch, err := markPatch(nil, mark, ptr.To(false))
+// schedulable makes the node named name schedulable, unless keep, and, in
+// the same patch, writes mark (nil: leaves the node's mark as it is).
+func (e *engine) schedulable(ctx context.Context, name string, mark *Mark, keep bool) error {
+	unschedulable := ptr.To(false)
+	if keep {
+		unschedulable = nil
+		if mark == nil {
+			return nil
+		}
+	}
+	patch, err := markPatch(nil, mark, unschedulable)
 	if err != nil {
 		return err
 	}
