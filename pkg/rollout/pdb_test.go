@@ -353,6 +353,13 @@ func setBudgetPoll(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { budgetPoll = old })
 }
 
+// setBackPoll sets backPoll to d for t.
+func setBackPoll(t *testing.T, d time.Duration) {
+	old := backPoll
+	backPoll = d
+	t.Cleanup(func() { backPoll = old })
+}
+
 // TestRunWaitsForBudgetsBeforeRestartingAnOldKubelet: a 1.34 node is
 // assigned only once the budget of its probed pod allows a disruption,
 // and status says what it waits for meanwhile.
@@ -493,9 +500,7 @@ func (d *roomDrainer) Drain(ctx context.Context, name string, blocked func(Block
 // only place); n1 is uncordoned once it is back, while n2 still drains,
 // not at the next pass, which comes only once n2 is drained.
 func TestRunUncordonsADrainedNodeOnceBackWhileOthersDrain(t *testing.T) {
-	old := backPoll
-	backPoll = 10 * time.Millisecond
-	t.Cleanup(func() { backPoll = old })
+	setBackPoll(t, 10*time.Millisecond)
 	client, names := newFleet(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -344,29 +344,36 @@ func newFleet(t *testing.T, n int) (*fake.Clientset, []string) {
 }
 
 // versionNodes makes client keep the Nodes' resourceVersions as an
-// apiserver does: each version of a Node gets one of its own, and an
-// update, or a patch that names one (a precondition), is refused with a
-// conflict unless it names the stored one. The driver's caches of what it
+// apiserver does (versionObjects). The driver's caches of what it
 // observed and decoded of a node hold only versioned Nodes.
-func versionNodes(client *fake.Clientset) {
-	client.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+func versionNodes(client *fake.Clientset) { versionObjects(client, nodeResource) }
+
+// versionObjects makes f keep the resourceVersions of its objects of gvr
+// as an apiserver does: each version of an object gets one of its own, and
+// an update, or a patch that names one (a precondition), is refused with a
+// conflict unless it names the stored one.
+func versionObjects(f interface {
+	PrependReactor(verb, resource string, reaction k8stesting.ReactionFunc)
+	Tracker() k8stesting.ObjectTracker
+}, gvr schema.GroupVersionResource) {
+	f.PrependReactor("create", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		a.(k8stesting.CreateAction).GetObject().(metav1.Object).SetResourceVersion(nextVersion())
 		return false, nil, nil
 	})
-	client.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	f.PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		obj := a.(k8stesting.UpdateAction).GetObject().(metav1.Object)
-		rv, err := storedVersion(client.Tracker(), nodeResource, "", obj.GetName())
+		rv, err := storedVersion(f.Tracker(), gvr, a.GetNamespace(), obj.GetName())
 		if err != nil {
 			return true, nil, err
 		}
 		if obj.GetResourceVersion() != "" && obj.GetResourceVersion() != rv {
-			return true, nil, versionConflict(nodeResource, obj.GetName())
+			return true, nil, versionConflict(gvr, obj.GetName())
 		}
 		obj.SetResourceVersion(nextVersion())
 		return false, nil, nil
 	})
-	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return patchVersioned(client.Tracker(), nodeResource, a.(k8stesting.PatchActionImpl))
+	f.PrependReactor("patch", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return patchVersioned(f.Tracker(), gvr, a.(k8stesting.PatchActionImpl))
 	})
 }
 
@@ -430,26 +437,11 @@ func patchVersioned(tracker k8stesting.ObjectTracker, gvr schema.GroupVersionRes
 func newStore() *Store {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{Resource: Kind + "List"})
-	dyn.PrependReactor("create", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	versionObjects(dyn, Resource)
+	dyn.PrependReactor("create", Resource.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
 		u.SetUID(types.UID("uid-" + u.GetName()))
-		u.SetResourceVersion(nextVersion())
 		return false, nil, nil
-	})
-	dyn.PrependReactor("update", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		u := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
-		rv, err := storedVersion(dyn.Tracker(), Resource, a.GetNamespace(), u.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		if u.GetResourceVersion() != "" && u.GetResourceVersion() != rv {
-			return true, nil, versionConflict(Resource, u.GetName())
-		}
-		u.SetResourceVersion(nextVersion())
-		return false, nil, nil
-	})
-	dyn.PrependReactor("patch", "nodeconfigrollouts", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return patchVersioned(dyn.Tracker(), Resource, a.(k8stesting.PatchActionImpl))
 	})
 	return &Store{Client: dyn, Namespace: source.DefaultNamespace}
 }
@@ -525,15 +517,21 @@ func mark(ctx context.Context, t *testing.T, client kubernetes.Interface, name s
 // markOn reads the mark of the node named name.
 func markOn(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) *Mark {
 	t.Helper()
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := MarkOf(node)
+	m, err := MarkOf(nodeOn(ctx, t, client, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// nodeOn returns the node named name as client stores it.
+func nodeOn(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node
 }
 
 // storedStatus returns the status of rollout name as stored, as JSON.
@@ -869,12 +867,8 @@ func TestRunKeepsACordonItDidNotMake(t *testing.T) {
 				t.Fatalf("rollout %s (%s), want %s", r.Status.State, r.Status.Reason, tc.wantState)
 			}
 			for node, want := range map[string]bool{"n1": true, "n2": false} {
-				got, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got.Spec.Unschedulable != want {
-					t.Errorf("%s unschedulable %v, want %v", node, got.Spec.Unschedulable, want)
+				if got := nodeOn(ctx, t, client, node).Spec.Unschedulable; got != want {
+					t.Errorf("%s unschedulable %v, want %v", node, got, want)
 				}
 			}
 		})

@@ -165,9 +165,7 @@ func TestRunStartsNoNodeAfterAFailure(t *testing.T) {
 // waits its turn in the same pass. n2 is not drained or assigned: the
 // rollout halts on n1.
 func TestRunStartsNoQueuedNodeAfterANodeFailed(t *testing.T) {
-	old := backPoll
-	backPoll = 10 * time.Millisecond
-	t.Cleanup(func() { backPoll = old })
+	setBackPoll(t, 10*time.Millisecond)
 	client, names := newFleet(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -187,11 +185,7 @@ func TestRunStartsNoQueuedNodeAfterANodeFailed(t *testing.T) {
 			t.Errorf("drainer calls %q: n2 drained after n1 failed", d.calls)
 		}
 	}
-	n2, err := client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src, _, _ := source.Assigned(n2); src != nil {
+	if src, _, _ := source.Assigned(nodeOn(ctx, t, client, "n2")); src != nil {
 		t.Errorf("n2 assigned %s after n1 failed", DescribeTarget(src))
 	}
 }
@@ -228,18 +222,11 @@ func TestRunStartsNoQueuedNodeOncePaused(t *testing.T) {
 	if err := <-done; !errors.Is(err, ErrPaused) {
 		t.Fatalf("Run: %v, want paused", err)
 	}
-	n2, err := client.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n2 := nodeOn(ctx, t, client, "n2")
 	if src, _, _ := source.Assigned(n2); src != nil || n2.Spec.Unschedulable {
 		t.Errorf("n2 assigned %v, cordoned %v after the pause; want neither", src, n2.Spec.Unschedulable)
 	}
-	n1, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src, _, _ := source.Assigned(n1); src == nil {
+	if src, _, _ := source.Assigned(nodeOn(ctx, t, client, "n1")); src == nil {
 		t.Error("n1, drained before the pause, not assigned")
 	}
 }
@@ -267,9 +254,7 @@ func (d *gateDrainer) Drain(ctx context.Context, name string, blocked func(Block
 // waiting for each other to be back: the next pass comes, and takes a
 // pause.
 func TestRunEndsAPassWhoseDrainedNodesDoNotComeBack(t *testing.T) {
-	old := backPoll
-	backPoll = 10 * time.Millisecond
-	t.Cleanup(func() { backPoll = old })
+	setBackPoll(t, 10*time.Millisecond)
 	client, names := newFleet(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
