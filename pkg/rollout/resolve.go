@@ -36,9 +36,7 @@ func Selects(r *Rollout) (labels.Selector, error) {
 	return sel, nil
 }
 
-// Covers reports whether node, whose mark is mark, is one of r's nodes. A
-// rollout over a selector covers the nodes it started (its mark names
-// them), whatever their labels now, and the others it selects.
+// Covers reports whether node, whose mark is mark, is one of r's nodes.
 func Covers(r *Rollout, sel labels.Selector, node *corev1.Node, mark *Mark) bool {
 	switch {
 	case Lists(r):
@@ -46,7 +44,7 @@ func Covers(r *Rollout, sel labels.Selector, node *corev1.Node, mark *Mark) bool
 	case r.Spec.UndoOfUID != "":
 		return mark != nil && (mark.Owns(r) || mark.UID == r.Spec.UndoOfUID)
 	}
-	return mark.Owns(r) || sel.Matches(labels.Set(node.Labels))
+	return sel.Matches(labels.Set(node.Labels))
 }
 
 // Resolve returns r as the rules read it (decide, Live, Waves): with its
@@ -56,11 +54,9 @@ func Covers(r *Rollout, sel labels.Selector, node *corev1.Node, mark *Mark) bool
 // its nodes. nodes are the nodes to look among; markOf reads a node's mark
 // (MarkOf when nil). A node whose mark does not decode counts as unmarked.
 //
-//   - A rollout over a selector covers the nodes it started (their mark
-//     names it), in the order it started them, whatever their labels now:
-//     a node that lost them during its apply still counts against the
-//     budget. Then the others it selects now, in Order. With DrainAll
-//     each is drained.
+//   - A rollout over a selector covers the nodes it selects now: first
+//     those it started (their mark names it), in the order it started
+//     them, then the others in Order. With DrainAll each is drained.
 //   - An undo covers the nodes whose mark names the undone rollout
 //     (UndoOfUID), each going back to the assignment and pin its mark
 //     recorded; and the nodes it started itself, whose marks record their
