@@ -366,10 +366,10 @@ type engine struct {
 	notices notices
 	claims  claims
 	// drainsLeft counts the nodes of the pass's starts still to drain or
-	// draining (start.go); inProgress, the nodes in progress when the
-	// pass decided, those it starts among them.
-	drainsLeft atomic.Int32
-	inProgress []string
+	// draining, drainsInFlight those draining (start.go); inProgress, the
+	// nodes in progress when the pass decided, those it starts among them.
+	drainsLeft, drainsInFlight atomic.Int32
+	inProgress                 []string
 	// last is the rollout last reported while following.
 	last *Rollout
 	// alerts asks the Alertmanager of spec.pauseOnAlerts.

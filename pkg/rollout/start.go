@@ -65,18 +65,27 @@ func (e *engine) startNodes(ctx context.Context, r *Rollout, fresh, names []stri
 	for range min(e.opts.Parallel, len(names)) {
 		wg.Go(func() {
 			for name := range next {
-				var once sync.Once
-				drained := func() {
-					if r.NodeStatus(name).Cordoned {
-						once.Do(func() { e.drainsLeft.Add(-1) })
-					}
-				}
+				cordoned := r.NodeStatus(name).Cordoned
 				mu.Lock()
 				halted := firstErr != nil
 				mu.Unlock()
 				if halted || ctx.Err() != nil || e.interrupted(r) {
-					drained()
+					if cordoned {
+						e.drainsLeft.Add(-1)
+					}
 					continue
+				}
+				if cordoned {
+					e.drainsInFlight.Add(1)
+				}
+				var once sync.Once
+				drained := func() {
+					if cordoned {
+						once.Do(func() {
+							e.drainsLeft.Add(-1)
+							e.drainsInFlight.Add(-1)
+						})
+					}
 				}
 				err := e.startNode(ctx, r, name, slices.Contains(fresh, name), nodes[name], drained)
 				drained()
@@ -118,17 +127,21 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 	var mark *Mark
 	if fresh {
 		mark = newMark(r, name, rec.Previous, rec.PreviousPin, rec.Cordoned, *rec.Started)
-		mark.KeepCordoned = rec.Cordoned && node != nil && node.Spec.Unschedulable
 		e.setMark(name, mark)
 	}
 	if rec.Cordoned {
 		if mark != nil {
+			written := *mark
 			if err := patchOver(ctx, e.client, name, node, rec.Previous, func(node *corev1.Node) ([]byte, error) {
-				return markPatchAt(nil, mark, ptr.To(true), node.ResourceVersion)
+				// Whether it was cordoned before, as the Node
+				// patched shows it.
+				written.KeepCordoned = node.Spec.Unschedulable
+				return markPatchAt(nil, &written, ptr.To(true), node.ResourceVersion)
 			}); err != nil {
 				e.setMark(name, nil)
 				return fmt.Errorf("cordon node %q: %w", name, err)
 			}
+			e.setMark(name, &written)
 			mark = nil
 		}
 		logger.V(2).Info("Draining node")
@@ -209,7 +222,7 @@ func (e *engine) interrupted(r *Rollout) bool {
 		target, pin := r.Spec.Target(name)
 		o, err := e.observe(node, target, pin)
 		if err != nil {
-			o.Error = err.Error()
+			continue // a node that cannot be read: the next pass decides
 		}
 		if phase, _ := NextPhase(r.NodeStatus(name), o); phase == Failed {
 			return true
@@ -218,22 +231,29 @@ func (e *engine) interrupted(r *Rollout) bool {
 	return false
 }
 
-// uncordonOnceBack waits, while other nodes of the pass are still to drain
-// or draining, until the node named name, drained and assigned, is back
-// (running its target and Ready), and then uncordons it, as the next pass
-// would (decide's Uncordon). Their drains may wait for the room it makes:
-// the pods they evict can go nowhere else while it is cordoned, and a
+// backWait bounds how long a drained node that is not back holds its
+// worker for the pass's drains still queued (uncordonOnceBack).
+var backWait = 5 * time.Minute
+
+// uncordonOnceBack waits, while other nodes of the pass still drain, until
+// the node named name, drained and assigned, is back (running its target
+// and Ready), and then uncordons it, as the next pass would (decide's
+// Uncordon). Their drains may wait for the room it makes: the pods they
+// evict can go nowhere else while it is cordoned, and a
 // PodDisruptionBudget refuses their evictions until those pods are Ready
 // again; the next pass comes only once they are drained. It returns when
-// the node is back, fails, the other drains are over, or the pass is
-// interrupted: the next pass then decides.
+// the node is back or fails, or when no other drain is under way and none
+// is queued, the pass is interrupted, or backWait has passed: the next
+// pass then decides. A queued drain waits for a worker, which a node that
+// never comes back must not hold for ever.
 func (e *engine) uncordonOnceBack(ctx context.Context, r *Rollout, name string) {
 	if e.nodes == nil {
 		return
 	}
 	target, pin := r.Spec.Target(name)
+	until := e.opts.Clock.Now().Add(backWait)
 	_ = wait.PollUntilContextCancel(ctx, backPoll, true, func(ctx context.Context) (bool, error) {
-		if e.drainsLeft.Load() <= 0 || e.interrupted(r) {
+		if e.drainsInFlight.Load() <= 0 && (e.drainsLeft.Load() <= 0 || e.interrupted(r) || !e.opts.Clock.Now().Before(until)) {
 			return true, nil
 		}
 		node, err := e.getNode(name)

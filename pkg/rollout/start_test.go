@@ -20,7 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
@@ -249,40 +252,81 @@ func (d *gateDrainer) Drain(ctx context.Context, name string, blocked func(Block
 	return d.fakeDrainer.Drain(ctx, name, blocked)
 }
 
-// TestRunEndsAPassWhoseDrainedNodesDoNotComeBack: two nodes drained and
+// TestPassEndsWhenItsDrainedNodesDoNotComeBack: two nodes drained and
 // assigned in one pass whose agents never report do not hold the pass
-// waiting for each other to be back: the next pass comes, and takes a
-// pause.
-func TestRunEndsAPassWhoseDrainedNodesDoNotComeBack(t *testing.T) {
+// waiting for each other to be back: once no drain is under way or
+// queued, the pass ends and the next one decides.
+func TestPassEndsWhenItsDrainedNodesDoNotComeBack(t *testing.T) {
 	setBackPoll(t, 10*time.Millisecond)
 	client, names := newFleet(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
-	done := make(chan error, 1)
-	go func() {
-		_, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: &fakeDrainer{client: client}})
-		done <- err
-	}()
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, n := range names {
-			node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			if src, _, _ := source.Assigned(node); src == nil {
-				return false, nil
-			}
-		}
-		return true, nil
-	}); err != nil {
-		t.Fatalf("both nodes assigned: %v", err)
-	}
-	if _, err := store.Request(ctx, "r1", Paused, Running); err != nil {
+	cur, err := store.Get(ctx, "r1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, ErrPaused) {
-		t.Fatalf("Run: %v, want paused: the pass that drained both nodes never ended", err)
+	// The node cache keeps the Nodes as they were: never back.
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	nodes, observed := map[string]*corev1.Node{}, map[string]Observed{}
+	for _, n := range names {
+		node := nodeOn(ctx, t, client, n)
+		if err := indexer.Add(node); err != nil {
+			t.Fatal(err)
+		}
+		nodes[n] = node
+		if observed[n], err = Observe(node, cm("good"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	d, err := decide(cur, observed, nodes, nil, now, Alerts{})
+	if err != nil || len(d.Assign) != 2 {
+		t.Fatalf("decide: %v, assign %v; want both nodes", err, d.Assign)
+	}
+	e := &engine{client: client, store: store, nodes: listerscorev1.NewNodeLister(indexer),
+		opts: Options{Clock: clock.RealClock{}, StatusInterval: time.Hour, Parallel: 2, Drainer: &fakeDrainer{client: client}},
+		cur:  cur, rv: cur.ResourceVersion, assigned: map[string]bool{}, marks: map[string]*Mark{}, written: now}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.execute(ctx, d, observed, nodes, now)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the pass that drained and assigned both nodes did not end: each waits for the other to be back")
+	}
+	for _, n := range names {
+		if src, _, _ := source.Assigned(nodeOn(ctx, t, client, n)); src == nil {
+			t.Errorf("%s not assigned", n)
+		}
+	}
+}
+
+// TestRunEndsOverANodeThatCannotBeRead: a rollout over a node whose mark
+// does not decode ends: done, the mark written anew when the node was
+// started, or halted on that node when a pass saw the unreadable version
+// after the driver started it. No pass stops short of starting it for
+// ever.
+func TestRunEndsOverANodeThatCannotBeRead(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n1 := nodeOn(ctx, t, client, "n1")
+	n1.Annotations = map[string]string{MarkAnnotation: "{"}
+	if _, err := client.CoreV1().Nodes().Update(ctx, n1, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)})
+	r, err := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
+	if err != nil && (!errors.Is(err, ErrHalted) || !strings.HasPrefix(r.Status.Reason, "node/n1: ")) {
+		t.Fatalf("Run: %v, reason %q; want done, or halted on n1", err, r.Status.Reason)
 	}
 }
 
