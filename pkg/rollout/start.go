@@ -291,17 +291,9 @@ func (e *engine) setMark(node string, mark *Mark) {
 // as it is: Cordoned says the node is still to be drained before it is
 // assigned, and the Drainer cordons it again first.
 func (e *engine) release(ctx context.Context, r *Rollout, name string) error {
-	e.mu.Lock()
-	mark := e.marks[name]
-	e.mu.Unlock()
-	if !mark.Owns(r) {
-		node, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("uncordon node %q: %w", name, err)
-		}
-		if mark, err = MarkOf(node); err != nil {
-			return fmt.Errorf("uncordon node %q: %w", name, err)
-		}
+	mark, err := e.markFor(ctx, r, name, nil)
+	if err != nil {
+		return err
 	}
 	if mark.Owns(r) && mark.KeepCordoned {
 		return nil
@@ -309,27 +301,38 @@ func (e *engine) release(ctx context.Context, r *Rollout, name string) error {
 	return e.schedulable(ctx, name, nil, false)
 }
 
-// uncordon makes the node named name, which r drained, schedulable again,
-// unless it was unschedulable before r cordoned it (Mark.KeepCordoned),
-// and clears Cordoned in its mark, in one patch. node is the Node as last
-// seen; nil: read it.
-func (e *engine) uncordon(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
+// markFor returns the mark of the node named name, as last seen (node;
+// nil: read it), or the one this driver wrote on it when the node does
+// not show r's yet.
+func (e *engine) markFor(ctx context.Context, r *Rollout, name string, node *corev1.Node) (*Mark, error) {
 	if node == nil {
 		n, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("uncordon node %q: %w", name, err)
+			return nil, fmt.Errorf("uncordon node %q: %w", name, err)
 		}
 		node = n
 	}
 	mark, err := MarkOf(node)
 	if err != nil {
-		return fmt.Errorf("uncordon node %q: %w", name, err)
+		return nil, fmt.Errorf("uncordon node %q: %w", name, err)
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if m := e.marks[name]; !mark.Owns(r) && m != nil {
 		mark = m
 	}
-	e.mu.Unlock()
+	return mark, nil
+}
+
+// uncordon makes the node named name, which r drained, schedulable again,
+// unless it was unschedulable before r cordoned it (Mark.KeepCordoned),
+// and clears Cordoned in its mark, in one patch. node is the Node as last
+// seen; nil: read it.
+func (e *engine) uncordon(ctx context.Context, r *Rollout, name string, node *corev1.Node) error {
+	mark, err := e.markFor(ctx, r, name, node)
+	if err != nil {
+		return err
+	}
 	keep := false
 	if mark.Owns(r) {
 		m := *mark
