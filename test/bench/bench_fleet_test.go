@@ -298,9 +298,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.Errorf("peak of %d nodes in restart or health gate at once, over the budget of %d", peak, budget)
 	}
 
-	lead, fill, handover, lastEnd := fleet.slotTimes(budget, began)
-	late := fleet.roundsLate(canary, budget, restart+gate)
-	tail := began.Add(wall).Sub(lastEnd)
+	slots := fleet.slotTimes(canary, budget, restart+gate, began)
+	lead, fill, handover, late := slots.lead, slots.fill, slots.handover, slots.late
+	tail := began.Add(wall).Sub(slots.lastEnd)
 	handoverS := summarize(handover)
 
 	ideal := idealRollout(n, canary, budget, restart+gate)
@@ -436,54 +436,58 @@ func (f *fleet) record(to *[]time.Time, of map[string]time.Time, node string) {
 	of[node] = now
 }
 
-// slotTimes returns, from the restarts' starts and the gates' ends in time
-// order: how long after began the first restart started (lead); how long
-// the first budget restarts took to start (fill); for each later restart,
-// the time from the gate's end that freed its slot to its start (handover:
-// with never more than budget in progress, the i-th end frees the slot of
-// the (budget+i)-th start); and when the last gate ended.
-func (f *fleet) slotTimes(budget int, began time.Time) (lead, fill time.Duration, handover []time.Duration, lastEnd time.Time) {
+// slotTimings is what slotTimes reads of the restarts' starts and the
+// gates' ends.
+type slotTimings struct {
+	// lead is how long after the rollout began the first restart started;
+	// fill, how long the first budget restarts took to start.
+	lead, fill time.Duration
+	// handover holds, for each later restart, the time from the gate's
+	// end that freed its slot to its start: with never more than budget
+	// in progress, the i-th end frees the slot of the (budget+i)-th start.
+	handover []time.Duration
+	// late holds, for each round after the first (the canary's, or the
+	// first budget nodes'), how much later than r+g after the round
+	// before's last restart its last restart began. Their sum, with lead
+	// and the last gate's tail, is the time over the ideal.
+	late []time.Duration
+	// lastEnd is when the last gate ended.
+	lastEnd time.Time
+}
+
+// slotTimes reads the restarts' starts and the gates' ends, in time order,
+// of a rollout that began at began with canary nodes first and then rounds
+// of budget, each restart and gate taking d.
+func (f *fleet) slotTimes(canary, budget int, d time.Duration, began time.Time) slotTimings {
 	f.mu.Lock()
 	starts := append([]time.Time(nil), f.starts...)
 	ends := append([]time.Time(nil), f.ends...)
 	f.mu.Unlock()
-	byTime := func(t []time.Time) { sort.Slice(t, func(i, j int) bool { return t[i].Before(t[j]) }) }
-	byTime(starts)
-	byTime(ends)
+	byTime := func(a, b time.Time) int { return a.Compare(b) }
+	slices.SortFunc(starts, byTime)
+	slices.SortFunc(ends, byTime)
+	var t slotTimings
 	if len(starts) == 0 {
-		return 0, 0, nil, time.Time{}
+		return t
 	}
-	lead = starts[0].Sub(began)
-	fill = starts[min(budget, len(starts))-1].Sub(starts[0])
+	t.lead = starts[0].Sub(began)
+	t.fill = starts[min(budget, len(starts))-1].Sub(starts[0])
 	for i := 0; budget+i < len(starts) && i < len(ends); i++ {
-		handover = append(handover, starts[budget+i].Sub(ends[i]))
+		t.handover = append(t.handover, starts[budget+i].Sub(ends[i]))
 	}
-	if len(ends) > 0 {
-		lastEnd = ends[len(ends)-1]
-	}
-	return lead, fill, handover, lastEnd
-}
-
-// roundsLate is, for each round after the first (the canary's, or the
-// first budget nodes'), how much later than r+g (d) after the round
-// before's last restart its last restart began. Their sum, with the first
-// restart's lead and the last gate's tail, is the time over the ideal.
-func (f *fleet) roundsLate(canary, budget int, d time.Duration) []time.Duration {
-	f.mu.Lock()
-	starts := append([]time.Time(nil), f.starts...)
-	f.mu.Unlock()
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	first := budget
 	if canary > 0 {
 		first = canary
 	}
-	var late []time.Duration
 	for end := min(first, len(starts)); end < len(starts); {
 		next := min(end+budget, len(starts))
-		late = append(late, starts[next-1].Sub(starts[end-1])-d)
+		t.late = append(t.late, starts[next-1].Sub(starts[end-1])-d)
 		end = next
 	}
-	return late
+	if len(ends) > 0 {
+		t.lastEnd = ends[len(ends)-1]
+	}
+	return t
 }
 
 // startFleet starts one agent per node and returns once every agent's
