@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -161,17 +162,28 @@ func BenchmarkFleetRollout(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Protobuf, as the agents and the drivers read Nodes: the apiserver
+	// encodes each Node event once for all of them, and the benchmark's
+	// own reads and watch add no JSON encoding to what it measures.
+	protoClient, err := kubernetes.NewForConfig(kubeclient.Protobuf(c.RESTConfig))
+	if err != nil {
+		b.Fatal(err)
+	}
 	heapBefore := heapInUse()
+	startAPI, startErr := readAPIServerMetrics(ctx, c)
+	startCPU, startedAt := processCPU(), time.Now()
 	fleet, err := startFleet(ctx, b, kubeconfig, nodes, restart, gate)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer fleet.stop()
 	// Each agent's first sync records its kubelet's flags on its Node,
-	// which rollout start reads in place of each kubelet's /flagz.
+	// which rollout start reads in place of each kubelet's /flagz. A list
+	// of every Node a second: more often, the lists of a large fleet
+	// compete with the very writes they wait for.
 	recorded := 0
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := protoClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false, nil
 		}
@@ -183,7 +195,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}
 		return recorded == n, nil
 	}); err != nil {
-		b.Fatalf("%d of %d agents recorded their kubelets' flags on their nodes: %v", recorded, n, err)
+		b.Fatalf("%d of %d agents recorded their kubelets' flags on their nodes: %v%s", recorded, n, err,
+			saturation(ctx, c, startAPI, startErr, startCPU, time.Since(startedAt)))
 	}
 	heapIdle := heapInUse()
 	b.Logf("%d agents running and watching after %s; Go heap in use %.1f MiB more than before them",
@@ -196,7 +209,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		"namespaces", source.DefaultNamespace, rollout.Resource.Resource).DoRaw(ctx); err != nil {
 		b.Fatalf("list the rollouts: %v", err)
 	}
-	tl, err := watchTimeline(ctx, c.Client, "fleet-target")
+	tl, err := watchTimeline(ctx, protoClient, "fleet-target")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -732,6 +745,23 @@ func processCPU() cpuTimes {
 
 func (t cpuTimes) minus(o cpuTimes) cpuTimes {
 	return cpuTimes{self: t.self - o.self, children: t.children - o.children}
+}
+
+// saturation tells how busy the machine was over the last since: the
+// cores the apiserver and this process (the agents, the Lease renewals)
+// kept busy, from the apiserver's metrics then (api, or apiErr) and this
+// process's CPU then (cpu). Where they fill the machine, a fleet this
+// size does not fit on it.
+func saturation(ctx context.Context, c *framework.Cluster, api apiserverMetrics, apiErr error, cpu cpuTimes, since time.Duration) string {
+	now, err := readAPIServerMetrics(ctx, c)
+	if err != nil || apiErr != nil {
+		return ""
+	}
+	cores := func(d time.Duration) float64 { return d.Seconds() / since.Seconds() }
+	apiserver, agents := cores(now.cpu-api.cpu), cores(processCPU().minus(cpu).self)
+	return fmt.Sprintf("; meanwhile (%s) the apiserver kept %.2f cores busy and the agents with the Lease renewals %.2f, of this machine's %d: "+
+		"where that fills the machine, a fleet this size does not fit on it (DKC_BENCH_FLEET_NODES sets fewer)",
+		since.Round(time.Second), apiserver, agents, runtime.NumCPU())
 }
 
 // heapInUse is the Go heap in use after a GC.

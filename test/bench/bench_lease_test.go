@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
 )
 
 // Node Leases as a kubelet keeps them (pkg/kubelet/nodelease upstream): one
@@ -41,7 +43,8 @@ type leaseRenewer struct {
 // renewLeases creates a Lease for each of nodes and renews it until stop.
 func renewLeases(ctx context.Context, cfg *rest.Config, nodes []*corev1.Node) (*leaseRenewer, error) {
 	l := &leaseRenewer{}
-	cfg = rest.CopyConfig(cfg)
+	// Protobuf, as a kubelet's client speaks it (its --kube-api-content-type).
+	cfg = kubeclient.Protobuf(cfg)
 	cfg.QPS, cfg.Burst = -1, 0 // a kubelet each: no shared client-side limit
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
