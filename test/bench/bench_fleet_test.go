@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/kubectl-dkc/dkc/pkg/agent"
 	"github.com/kubectl-dkc/dkc/pkg/checkpoint"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 	"github.com/kubectl-dkc/dkc/pkg/controller"
 	"github.com/kubectl-dkc/dkc/pkg/flagz"
 	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
@@ -165,7 +165,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	// Protobuf, as the agents and the drivers read Nodes: the apiserver
 	// encodes each Node event once for all of them, and the benchmark's
 	// own reads and watch add no JSON encoding to what it measures.
-	protoClient, err := kubernetes.NewForConfig(kubeclient.Protobuf(c.RESTConfig))
+	protoClient, err := util.NewClientset(c.RESTConfig)
 	if err != nil {
 		b.Fatal(err)
 	}

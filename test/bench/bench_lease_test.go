@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-dkc/dkc/pkg/kubeclient"
+	"github.com/kubectl-dkc/dkc/pkg/cmd/util"
 )
 
 // Node Leases as a kubelet keeps them (pkg/kubelet/nodelease upstream): one
@@ -43,8 +43,7 @@ type leaseRenewer struct {
 // renewLeases creates a Lease for each of nodes and renews it until stop.
 func renewLeases(ctx context.Context, cfg *rest.Config, nodes []*corev1.Node) (*leaseRenewer, error) {
 	l := &leaseRenewer{}
-	// Protobuf, as a kubelet's client speaks it (its --kube-api-content-type).
-	cfg = kubeclient.Protobuf(cfg)
+	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0 // a kubelet each: no shared client-side limit
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -55,7 +54,7 @@ func renewLeases(ctx context.Context, cfg *rest.Config, nodes []*corev1.Node) (*
 			return rt.RoundTrip(r)
 		})
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := util.NewClientset(cfg) // protobuf, as a kubelet speaks (its --kube-api-content-type)
 	if err != nil {
 		return nil, err
 	}
