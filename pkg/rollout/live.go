@@ -10,12 +10,13 @@ import (
 )
 
 // LiveStatus returns r with its nodes (Resolve) and their phases read from
-// the nodes now, and its State: Live over one List of the nodes of r's
-// selector, as rollout status shows a rollout whether or not a client
-// drives it. A node the
-// List does not hold is Skipped, as Live skips a node not found.
+// the nodes now, and its State: Live over one List of the nodes, as rollout
+// status shows a rollout whether or not a client drives it. It lists every
+// node, not only those r's selector picks: r covers the nodes it started
+// that left the selector too (Covers). A node the List does not hold is
+// Skipped, as Live skips a node not found.
 func LiveStatus(ctx context.Context, client kubernetes.Interface, r *Rollout) (*Rollout, error) {
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: r.Spec.Selector})
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

@@ -302,6 +302,19 @@ func TestPlan(t *testing.T) {
 			want:         New(ns, "p", defaults("pods", maxPods, "n1", "n2")),
 			wantWarnings: []string{"node/n3 waits for rollout busy (Running) to end"},
 		},
+		"by selector: a rollout over a selector overlaps the nodes it started that left its selector": {
+			req: Request{Namespace: ns, Name: "p", Config: cm("pods"), BySelector: true},
+			facts: Facts{
+				Nodes:   []corev1.Node{fleet[0], fleet[1], *withMark(t, fleet[2].DeepCopy(), &Mark{Rollout: ns + "/zone", UID: "uid-zone", Started: at})},
+				Payload: []byte(maxPods),
+				Rollouts: []*Rollout{func() *Rollout {
+					r := running("zone")
+					r.UID, r.Spec.Selector = "uid-zone", "zone=gone"
+					return r
+				}()},
+			},
+			wantErr: `rollout "zone" is Running over node/n3: finish it (kubectl dkc rollout resume zone) or abort it (kubectl dkc rollout abort zone) first`,
+		},
 		"by selector: another rollout over a selector overlaps the nodes it selects": {
 			req: Request{Namespace: ns, Name: "p", Config: cm("pods"), BySelector: true},
 			facts: Facts{Nodes: fleet, Payload: []byte(maxPods), Rollouts: []*Rollout{func() *Rollout {

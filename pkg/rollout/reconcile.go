@@ -451,15 +451,14 @@ func Run(ctx context.Context, client kubernetes.Interface, store *Store, name st
 }
 
 // informOn sets opts' Nodes and Rollouts, where unset, to informers of their
-// own on r's nodes (through its selector when it has one) and on r, and
-// starts them.
+// own on the nodes and on r, and starts them. The node informer watches
+// every node, not only those r's selector picks: r covers the nodes it
+// started that left the selector too (Covers), and they count against its
+// budget until they are done.
 func informOn(ctx context.Context, client kubernetes.Interface, store *Store, r *Rollout, opts *Options) error {
 	var nf informers.SharedInformerFactory
 	if opts.Nodes == nil {
-		selector := r.Spec.Selector
-		nf = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = selector
-		}))
+		nf = informers.NewSharedInformerFactory(client, 0)
 		opts.Nodes = nf.Core().V1().Nodes().Informer()
 		if err := opts.Nodes.SetTransform(SlimNode); err != nil {
 			return fmt.Errorf("watch nodes: %w", err)

@@ -36,7 +36,11 @@ func Selects(r *Rollout) (labels.Selector, error) {
 	return sel, nil
 }
 
-// Covers reports whether node, whose mark is mark, is one of r's nodes.
+// Covers reports whether node, whose mark is mark, is one of r's nodes. A
+// rollout over a selector covers the nodes it selects and the nodes it
+// started (their mark names it), selected or not: a node that loses the
+// label during its apply still counts against the budget, and no other
+// rollout takes it over meanwhile.
 func Covers(r *Rollout, sel labels.Selector, node *corev1.Node, mark *Mark) bool {
 	switch {
 	case Lists(r):
@@ -44,7 +48,7 @@ func Covers(r *Rollout, sel labels.Selector, node *corev1.Node, mark *Mark) bool
 	case r.Spec.UndoOfUID != "":
 		return mark != nil && (mark.Owns(r) || mark.UID == r.Spec.UndoOfUID)
 	}
-	return sel.Matches(labels.Set(node.Labels))
+	return mark.Owns(r) || sel.Matches(labels.Set(node.Labels))
 }
 
 // Resolve returns r as the rules read it (decide, Live, Waves): with its
@@ -54,9 +58,10 @@ func Covers(r *Rollout, sel labels.Selector, node *corev1.Node, mark *Mark) bool
 // its nodes. nodes are the nodes to look among; markOf reads a node's mark
 // (MarkOf when nil). A node whose mark does not decode counts as unmarked.
 //
-//   - A rollout over a selector covers the nodes it selects now: first
-//     those it started (their mark names it), in the order it started
-//     them, then the others in Order. With DrainAll each is drained.
+//   - A rollout over a selector covers the nodes it started (their mark
+//     names it), in the order it started them, whether the selector picks
+//     them still or not, then the others it selects now, in Order. With
+//     DrainAll each is drained.
 //   - An undo covers the nodes whose mark names the undone rollout
 //     (UndoOfUID), each going back to the assignment and pin its mark
 //     recorded; and the nodes it started itself, whose marks record their

@@ -14,8 +14,9 @@ import (
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
-// TestResolve: a rollout over a selector covers the nodes it selects, the
-// ones it started first, in the order it started them; an undo covers the
+// TestResolve: a rollout over a selector covers the nodes it selects and
+// the ones it started, selected still or not, those first, in the order it
+// started them; an undo covers the
 // nodes the undone rollout's marks name, and its own, each with the
 // target its mark gives; a rollout that lists its nodes is left as it is.
 func TestResolve(t *testing.T) {
@@ -29,13 +30,15 @@ func TestResolve(t *testing.T) {
 		withMark(t, readyNode("b", pool), &Mark{Rollout: "kube-system/r1", UID: r1UID, Previous: cm("old"), PreviousPin: oldPin, Cordoned: true, Started: t2}),
 		readyNode("c", nil),
 		withMark(t, readyNode("d", pool), &Mark{Rollout: "kube-system/r1", UID: r1UID, Started: t1}),
-		withMark(t, readyNode("e", nil), &Mark{Rollout: "kube-system/r1", UID: r1UID, Started: t1}), // left the selector
+		withMark(t, readyNode("e", nil), &Mark{Rollout: "kube-system/r1", UID: r1UID, Started: t1}),    // left the selector
+		withMark(t, readyNode("f", nil), &Mark{Rollout: "kube-system/r0", UID: "uid-r0", Started: t1}), // another rollout's
 	}
 	got, err := Resolve(r, nodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"d", "b", "a"}, got.Spec.Nodes); diff != "" {
+	// e left the selector after r started it: r still covers it.
+	if diff := cmp.Diff([]string{"d", "e", "b", "a"}, got.Spec.Nodes); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 	if got.Spec.Drain != nil || r.Spec.Nodes != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-dkc/dkc/pkg/rollout"
 	"github.com/kubectl-dkc/dkc/pkg/source"
@@ -268,6 +270,64 @@ func TestRolloutDrivers(t *testing.T) {
 		}
 		if r.ExitCode == 0 {
 			t.Errorf("rollout resume: exit 0 on a rollout whose node %s was re-assigned by hand; want it refused", mid)
+		}
+	})
+
+	t.Run("node relabelled out of the selector while InProgress: it still counts against the budget and finishes", func(t *testing.T) {
+		createConfigMap(t, c, "drv-s", maxPodsConfig(76))
+		const label = "dkc-test/group"
+		setLabel := func(t *testing.T, node string, value *string) {
+			t.Helper()
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{label: value}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range names {
+			setLabel(t, n, ptr.To("a"))
+		}
+		first := names[0]
+		base := kubeletStarts()
+		// The canary's apply stays in progress, held after its kubelet
+		// restart, while it leaves the selector.
+		hold(t, first)
+		bg := startDKCBackground(t, c, "rollout", "start", "--config", "drv-s", "-l", label+"=a", "--name", "leaves",
+			"--max-unavailable", "1", "--wait", "--timeout", "3m")
+		bg.waitForLine(t, 2*time.Minute, func(l string) bool { return l == "rollout/leaves node/"+first+" InProgress wave=0" })
+		waitHeld(t, first)
+		setLabel(t, first, nil)
+		// A driver that lost sight of the canary would start the next
+		// node at once: the budget of one is the canary's.
+		consistently(t, 5*time.Second, "no other node assigned while the canary applies", func() bool {
+			for _, n := range names[1:] {
+				if framework.IsConfigMap(assigned(t, n), "drv-s") {
+					return false
+				}
+			}
+			return true
+		})
+		if st := rolloutObject(t, c, "leaves").NodeStatus(first); st.Phase != rollout.InProgress {
+			t.Errorf("rollout status shows node %s (out of the selector, held in its apply) %+v, want InProgress", first, st)
+		}
+		release(t, first)
+		if code := bg.wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("rollout start --wait: exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, strings.Join(bg.stop(t), "\n"), bg.stderr())
+		}
+		ro := rolloutObject(t, c, "leaves")
+		if ro.Status.State != rollout.Done {
+			t.Fatalf("state %s, want Done", ro.Status.State)
+		}
+		for _, n := range names {
+			if ph := ro.NodeStatus(n).Phase; ph != rollout.Succeeded {
+				t.Errorf("node %s: phase %s, want Done", n, ph)
+			}
+			eventuallyStatus(t, c, n, 10*time.Second, Active("drv-s"), NoError())
+			if d := restarts(base, n); d != 1 {
+				t.Errorf("node %s: kubelet started %d times, want 1", n, d)
+			}
 		}
 	})
 }
