@@ -875,6 +875,42 @@ func TestRunKeepsACordonItDidNotMake(t *testing.T) {
 	}
 }
 
+// TestRunUncordonsACordonAnEarlierRolloutLeft: a rollout that halted with
+// its nodes drained leaves them cordoned, and its mark says whose cordon
+// that is. The next rollout to drain them, such as its undo, puts each back
+// as it was before the first one: n1, which it cordoned, schedulable; n2,
+// which someone had cordoned before it, cordoned. (Both count against the
+// budget, unavailable, until they are back: the budget leaves room for n3.)
+func TestRunUncordonsACordonAnEarlierRolloutLeft(t *testing.T) {
+	client, names := newFleet(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	started := metav1.NewMicroTime(t0)
+	for node, keep := range map[string]bool{"n1": false, "n2": true} {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = withMark(t, n, &Mark{Rollout: "kube-system/r0", UID: "uid-r0", Cordoned: true, KeepCordoned: keep, Started: started})
+		n.Spec.Unschedulable = true
+		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(3), Drain: names})
+	r, _ := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: &fakeDrainer{client: client}, Parallel: 1})
+	if r.Status.State != Done {
+		t.Fatalf("rollout %s (%s), want Done", r.Status.State, r.Status.Reason)
+	}
+	for node, want := range map[string]bool{"n1": false, "n2": true, "n3": false} {
+		if got := nodeOn(ctx, t, client, node).Spec.Unschedulable; got != want {
+			t.Errorf("%s unschedulable %v, want %v", node, got, want)
+		}
+	}
+}
+
 // TestRunCountsNotReadyNodesAgainstTheBudget: with --max-unavailable 2 and
 // one node NotReady, only one node restarts at a time, as in MCO.
 func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {

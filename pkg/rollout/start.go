@@ -134,8 +134,8 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 			written := *mark
 			if err := patchOver(ctx, e.client, name, node, rec.Previous, func(node *corev1.Node) ([]byte, error) {
 				// Whether it was cordoned before, as the Node
-				// patched shows it.
-				written.KeepCordoned = node.Spec.Unschedulable
+				// patched shows it (cordonedBefore).
+				written.KeepCordoned = cordonedBefore(node)
 				return markPatchAt(nil, &written, ptr.To(true), node.ResourceVersion)
 			}); err != nil {
 				e.setMark(name, nil)
@@ -198,6 +198,23 @@ func (e *engine) startNode(ctx context.Context, r *Rollout, name string, fresh b
 		e.uncordonOnceBack(ctx, r, name)
 	}
 	return err
+}
+
+// cordonedBefore reports whether node was unschedulable before any rollout
+// cordoned it: it is unschedulable, and not by the cordon that an earlier
+// rollout made and left (a rollout that halted or was aborted with the node
+// drained), which that rollout's mark records (Cordoned, and not
+// KeepCordoned). The rollout that drains it next, such as the earlier
+// one's undo, then uncordons it once it is back.
+func cordonedBefore(node *corev1.Node) bool {
+	if !node.Spec.Unschedulable {
+		return false
+	}
+	m, err := MarkOf(node)
+	if err != nil || m == nil {
+		return true
+	}
+	return !m.Cordoned || m.KeepCordoned
 }
 
 // backPoll is how often uncordonOnceBack looks at the node.
