@@ -34,6 +34,7 @@ const (
 	ReasonPausedOnAlert          = v1alpha1.ReasonPausedOnAlert
 	ReasonAlertsUnknown          = v1alpha1.ReasonAlertsUnknown
 	ReasonAlertmanagerNotAllowed = v1alpha1.ReasonAlertmanagerNotAllowed
+	ReasonBudgetHeld             = v1alpha1.ReasonBudgetHeld
 )
 
 // DefaultAlertInterval is Options.AlertInterval's default: how often the

@@ -1,13 +1,17 @@
 package rollout
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kubectl-dkc/dkc/pkg/apis/dkc/v1alpha1"
+	"github.com/kubectl-dkc/dkc/pkg/kubeletconfig"
 	"github.com/kubectl-dkc/dkc/pkg/source"
 )
 
@@ -116,11 +120,23 @@ func decide(r *Rollout, observed map[string]Observed, nodes map[string]*corev1.N
 
 	// Outside every window, or while an alert fires, no node starts;
 	// those under way finish.
+	held := ""
 	if open := windowOpen(&d, now) && alertsClear(&d, alerts); open && current <= r.Status.Wave {
 		var err error
 		if d.Start, err = start(r, waves[:r.Status.Wave+1], observed, nodes, stamp); err != nil {
 			return Decision{}, err
 		}
+		if len(d.Start) == 0 {
+			held = budgetHeld(r, waves[:r.Status.Wave+1], observed)
+		}
+	}
+	switch {
+	case held != "" && r.Status.Reason != held:
+		r.Status.Reason = held
+		d.Write = true
+	case held == "" && strings.HasPrefix(r.Status.Reason, ReasonBudgetHeld+":"):
+		r.Status.Reason = ""
+		d.Write = true
 	}
 
 	for _, name := range r.Spec.Nodes {
@@ -234,6 +250,54 @@ func start(r *Rollout, waves []Wave, observed map[string]Observed, nodes map[str
 		}
 	}
 	return started, nil
+}
+
+// budgetHeld returns why no node of waves starts, when nothing of the
+// rollout is in progress and nodes it did not start, unavailable (cordoned
+// or NotReady), fill its budget: the rollout would wait for them for ever
+// without saying so. It returns "" when a node is in progress or none
+// waits. The reason names the first few of them and what to do.
+func budgetHeld(r *Rollout, waves []Wave, observed map[string]Observed) string {
+	if !slices.ContainsFunc(waves, func(w Wave) bool {
+		return slices.ContainsFunc(w.Nodes, func(n string) bool { return r.NodeStatus(n).Phase == Waiting })
+	}) {
+		return ""
+	}
+	var held []string
+	for _, name := range r.Spec.Nodes {
+		rec := r.NodeStatus(name)
+		if rec.Phase == InProgress {
+			return "" // the budget holds the rollout's own nodes
+		}
+		o, exists := observed[name]
+		switch {
+		case !exists:
+		case !o.Ready:
+			held = append(held, "node/"+name+" (NotReady)")
+		case !o.Schedulable || rec.Cordoned:
+			held = append(held, "node/"+name+" (cordoned)")
+		}
+	}
+	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
+	if len(held) == 0 || len(held) < budget {
+		return ""
+	}
+	const named = 3
+	list := strings.Join(held[:min(len(held), named)], ", ")
+	if len(held) > named {
+		list += fmt.Sprintf(" and %d more", len(held)-named)
+	}
+	verb, them := "is", "it"
+	if len(held) > 1 {
+		verb, them = "are", "them"
+	}
+	of := fmt.Sprint(budget)
+	if r.Spec.MaxUnavailable.Type == intstr.String {
+		of = fmt.Sprintf("%d (%s)", budget, r.Spec.MaxUnavailable.StrVal)
+	}
+	reason := fmt.Sprintf("%s: no node starts while %s %s unavailable, which the budget of %s counts: uncordon %s or make %s Ready, or start the rollout again with a larger budget",
+		ReasonBudgetHeld, list, verb, of, them, them)
+	return kubeletconfig.Shorten(reason, v1alpha1.MaxMessageBytes)
 }
 
 // held returns the assignment node holds, with its pin: what undo sends it

@@ -68,6 +68,11 @@ func runningAt(wave int, soak *metav1.Time) *Rollout {
 	return &Rollout{Status: Status{State: Running, Wave: wave, SoakSince: soak}}
 }
 
+// runningWhy is a rollout running in wave 0 that says why no node starts.
+func runningWhy(reason string) *Rollout {
+	return &Rollout{Status: Status{State: Running, Reason: reason}}
+}
+
 // halted is a rollout halted in wave 0 by the failures, the first of
 // which is the reason.
 func halted(failures ...Failure) *Rollout {
@@ -277,10 +282,27 @@ func TestDecide(t *testing.T) {
 				observed: map[string]Observed{"n4": notReady}},
 			want: Decision{Rollout: runningAt(0, nil), Start: []string{"n1"}, Assign: []string{"n1"}},
 		},
-		"cordoned nodes count against the budget": {
+		"cordoned nodes count against the budget; with nothing in progress, the reason names them": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2)},
 				observed: map[string]Observed{"n2": unschedulable, "n5": unschedulable}},
-			want: Decision{Rollout: runningAt(0, nil)},
+			want: Decision{Rollout: runningWhy("BudgetHeld: no node starts while node/n2 (cordoned), node/n5 (cordoned) are unavailable, which the budget of 2 counts: uncordon them or make them Ready, or start the rollout again with a larger budget"), Write: true},
+		},
+		"a NotReady node fills a budget in percent; the reason says so once": {
+			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromString("20%")},
+				status:   Status{Reason: "BudgetHeld: no node starts while node/n3 (NotReady) is unavailable, which the budget of 1 (20%) counts: uncordon it or make it Ready, or start the rollout again with a larger budget"},
+				observed: map[string]Observed{"n3": notReady}},
+			want: Decision{Rollout: runningWhy("BudgetHeld: no node starts while node/n3 (NotReady) is unavailable, which the budget of 1 (20%) counts: uncordon it or make it Ready, or start the rollout again with a larger budget")},
+		},
+		"the budget's reason clears once the nodes are back": {
+			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2)},
+				status: Status{Reason: "BudgetHeld: no node starts while node/n2 (cordoned), node/n5 (cordoned) are unavailable, which the budget of 2 counts: uncordon them or make them Ready, or start the rollout again with a larger budget"}},
+			want: Decision{Rollout: runningAt(0, nil), Write: true, Start: []string{"n1", "n2"}, Assign: []string{"n1", "n2"}},
+		},
+		"nodes the rollout did not start that fill the budget beside one of its own in progress: no reason": {
+			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2)},
+				observed: map[string]Observed{"n1": ours(applying), "n4": unschedulable}},
+			want:      Decision{Rollout: runningAt(0, nil)},
+			wantNodes: map[string]NodeStatus{"n1": {Phase: InProgress, Marked: true}},
 		},
 		"a NotReady node of the wave takes its own slot when it starts, and no other": {
 			in: decideInput{spec: Spec{MaxUnavailable: intstr.FromInt32(2)},

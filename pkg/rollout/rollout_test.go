@@ -911,6 +911,59 @@ func TestRunUncordonsACordonAnEarlierRolloutLeft(t *testing.T) {
 	}
 }
 
+// TestRunSaysWhyTheBudgetHoldsIt: a node the rollout did not start, cordoned,
+// fills a budget of one; the stored rollout says so (BudgetHeld) rather than
+// wait without a word, and goes on by itself once the node is uncordoned,
+// the reason cleared.
+func TestRunSaysWhyTheBudgetHoldsIt(t *testing.T) {
+	client, names := newFleet(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	setUnschedulable := func(v bool) {
+		t.Helper()
+		n := nodeOn(ctx, t, client, "n2")
+		n.Spec.Unschedulable = v
+		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setUnschedulable(true)
+	agents := newAgents(client, 10*time.Millisecond)
+	agents.run(ctx, t)
+	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(1)})
+	done := make(chan *Rollout, 1)
+	go func() {
+		r, _ := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond})
+		done <- r
+	}()
+	const want = "BudgetHeld: no node starts while node/n2 (cordoned) is unavailable, which the budget of 1 counts: uncordon it or make it Ready, or start the rollout again with a larger budget"
+	var stored *Rollout
+	for stored == nil || stored.Status.Reason != want {
+		select {
+		case r := <-done:
+			t.Fatalf("Run returned %s (%q) while n2 held the budget", r.Status.State, r.Status.Reason)
+		case <-ctx.Done():
+			t.Fatalf("the stored rollout's reason is %q, want %q", stored.Status.Reason, want)
+		case <-time.After(20 * time.Millisecond):
+		}
+		var err error
+		if stored, err = store.Get(ctx, "r1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents.mu.Lock()
+	applied := len(agents.order)
+	agents.mu.Unlock()
+	if applied != 0 {
+		t.Fatalf("%d nodes applied while the budget was full", applied)
+	}
+	setUnschedulable(false)
+	r := <-done
+	if r.Status.State != Done || r.Status.Reason != "" {
+		t.Fatalf("rollout %s (%q), want Done, no reason", r.Status.State, r.Status.Reason)
+	}
+}
+
 // TestRunCountsNotReadyNodesAgainstTheBudget: with --max-unavailable 2 and
 // one node NotReady, only one node restarts at a time, as in MCO.
 func TestRunCountsNotReadyNodesAgainstTheBudget(t *testing.T) {

@@ -37,6 +37,12 @@ func (s RolloutState) Terminal() bool {
 	return s == RolloutHalted || s == RolloutAborted || s == RolloutDone
 }
 
+// ReasonBudgetHeld starts a running rollout's status.reason while no node
+// starts because nodes it did not start (cordoned, NotReady) are
+// unavailable and fill its budget, with nothing of its own in progress; the
+// nodes and what to do follow.
+const ReasonBudgetHeld = "BudgetHeld"
+
 // NodePhase is where one node of a rollout stands.
 type NodePhase string
 
