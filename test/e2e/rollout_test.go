@@ -364,6 +364,41 @@ func TestRollout(t *testing.T) {
 			t.Errorf("configz topologyManagerPolicy %v, want best-effort", got)
 		}
 	})
+	t.Run("a drain that halts leaves its node cordoned; its undo says the budget holds it, and with room uncordons it", func(t *testing.T) {
+		// The node runs ro-topology, as the subtest above left it.
+		n := names[0]
+		createConfigMap(t, c, "ro-drainbad", partial("topologyManagerPolicy: single-numa-node\ncontainerRuntimeEndpoint: unix:///nonexistent.sock\n"))
+		r := dkc(t, c, "", "rollout", "start", "--config", "ro-drainbad", n, "--name", "drainbad", "--drain",
+			"--allow-unsafe=resource-managers,redirect", "--drain-timeout", "1m", "--wait", "--timeout", "3m")
+		if r.ExitCode != 2 {
+			t.Fatalf("rollout start of a config the agent refuses: exit %d, want 2 (halted)\n%s", r.ExitCode, r.Stderr)
+		}
+		if !readNode(t, c.Client, n).Spec.Unschedulable {
+			t.Fatalf("node %s is schedulable after the halted drain; the test needs the cordon a halt leaves (docs/rollout.md, Halt)", n)
+		}
+		// The undo's budget is the halted rollout's, 1, and the node it
+		// left cordoned fills it.
+		r = dkc(t, c, "", "rollout", "undo", "drainbad", "--wait", "--timeout", "15s")
+		if r.ExitCode == 0 {
+			t.Fatalf("rollout undo with a budget of 1 that the cordoned node fills: exit 0, want it to wait\n%s", r.Stdout)
+		}
+		var undo rollout.Rollout
+		if out := readDKC(t, c, "rollout", "status", "-o", "json").Stdout; json.Unmarshal([]byte(out), &undo) != nil || undo.Spec.UndoOf != "drainbad" {
+			t.Fatalf("the newest rollout is not the undo of drainbad:\n%s", out)
+		}
+		if want := "BudgetHeld: no node starts while node/" + n + " (cordoned) is unavailable"; !strings.HasPrefix(undo.Status.Reason, want) {
+			t.Errorf("undo %s: state %s, reason %q; want it to begin %q", undo.Name, undo.Status.State, undo.Status.Reason, want)
+		}
+		mustDKC(t, c, "", "rollout", "abort", undo.Name)
+		r = dkc(t, c, "", "rollout", "undo", "drainbad", "--max-unavailable", "2", "--wait", "--timeout", "3m")
+		if r.ExitCode != 0 {
+			t.Fatalf("rollout undo --max-unavailable 2: exit %d\n%s", r.ExitCode, r.Stderr)
+		}
+		eventuallyStatus(t, c, n, 10*time.Second, Active("ro-topology"), NoError())
+		if readNode(t, c.Client, n).Spec.Unschedulable {
+			t.Errorf("node %s still cordoned after the undo: the cordon was drainbad's, not there before it", n)
+		}
+	})
 }
 
 // rolloutCluster starts three real kubelets, each with its dkc agent in
