@@ -18,9 +18,30 @@ func AddAllowUnsafeFlag(cmd *cobra.Command, value *string) {
 			refused = append(refused, string(c))
 		}
 	}
-	cmd.Flags().StringVar(value, "allow-unsafe", *value,
-		"Comma-separated safety classes whose changes the nodes may apply; agents refuse them otherwise: "+strings.Join(refused, ", ")+" (docs/security.md). Recorded in the assignment, beside the digest of the config.")
+	cmd.Flags().Var(&commaList{value: value}, "allow-unsafe",
+		"Comma-separated safety classes whose changes the nodes may apply (a repeated flag adds to them); agents refuse them otherwise: "+strings.Join(refused, ", ")+" (docs/security.md). Recorded in the assignment, beside the digest of the config.")
 	_ = cmd.RegisterFlagCompletionFunc("allow-unsafe", cobra.FixedCompletions(refused, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// commaList is a comma-separated list flag bound to a string: each use of
+// the flag adds to the list, so that --allow-unsafe=a --allow-unsafe=b
+// means a,b rather than b alone.
+type commaList struct {
+	value *string
+	set   bool
+}
+
+func (l *commaList) String() string { return *l.value }
+func (l *commaList) Type() string   { return "string" }
+
+func (l *commaList) Set(v string) error {
+	if l.set && *l.value != "" && v != "" {
+		v = *l.value + "," + v
+	} else if l.set && v == "" {
+		v = *l.value
+	}
+	*l.value, l.set = v, true
+	return nil
 }
 
 // ParseAllowUnsafe parses the value of --allow-unsafe into the class names a
