@@ -67,11 +67,26 @@ func noneAssigned(ctx context.Context, t *testing.T, client kubernetes.Interface
 }
 
 // finished waits until Run returns, and fails t unless the rollout is
-// Done with no reason.
+// Done with no reason. Meanwhile, whenever the driver waits on a timer, it
+// steps the clock by a second: the driver renews its Lease and looks again
+// every RetryPeriod of the clock, and a step the test made before the
+// driver had set its next timer (a pass still running) would otherwise
+// leave it waiting, on the fake clock, for ever.
 func (h *heldRun) finished(t *testing.T) {
 	t.Helper()
-	res := <-h.done
-	if res.err != nil || res.r.Status.State != Done || res.r.Status.Reason != "" {
-		t.Fatalf("Run: %v, state %s, reason %q; want Done with no reason", res.err, res.r.Status.State, res.r.Status.Reason)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-h.done:
+			if res.err != nil || res.r.Status.State != Done || res.r.Status.Reason != "" {
+				t.Fatalf("Run: %v, state %s, reason %q; want Done with no reason", res.err, res.r.Status.State, res.r.Status.Reason)
+			}
+			return
+		case <-tick.C:
+			if h.clock.HasWaiters() {
+				h.clock.Step(time.Second)
+			}
+		}
 	}
 }
