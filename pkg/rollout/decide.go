@@ -220,9 +220,7 @@ func start(r *Rollout, waves []Wave, observed map[string]Observed, nodes map[str
 	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
 	unavailable := 0
 	for _, name := range r.Spec.Nodes {
-		rec := r.NodeStatus(name)
-		o, exists := observed[name]
-		if rec.Phase == InProgress || rec.Cordoned || (exists && !o.Available()) {
+		if rec := r.NodeStatus(name); rec.Phase == InProgress || unavailableAs(rec, observed, name) != "" {
 			unavailable++
 		}
 	}
@@ -269,13 +267,8 @@ func budgetHeld(r *Rollout, waves []Wave, observed map[string]Observed) string {
 		if rec.Phase == InProgress {
 			return "" // the budget holds the rollout's own nodes
 		}
-		o, exists := observed[name]
-		switch {
-		case !exists:
-		case !o.Ready:
-			held = append(held, "node/"+name+" (NotReady)")
-		case !o.Schedulable || rec.Cordoned:
-			held = append(held, "node/"+name+" (cordoned)")
+		if as := unavailableAs(rec, observed, name); as != "" {
+			held = append(held, "node/"+name+" ("+as+")")
 		}
 	}
 	budget := Budget(r.Spec.MaxUnavailable, len(r.Spec.Nodes))
@@ -298,6 +291,20 @@ func budgetHeld(r *Rollout, waves []Wave, observed map[string]Observed) string {
 	reason := fmt.Sprintf("%s: no node starts while %s %s unavailable, which the budget of %s counts: uncordon %s or make %s Ready, or start the rollout again with a larger budget",
 		ReasonBudgetHeld, list, verb, of, them, them)
 	return kubeletconfig.Shorten(reason, v1alpha1.MaxMessageBytes)
+}
+
+// unavailableAs says why the node named name, whose record is rec, takes a
+// slot of the budget besides being in progress: "NotReady", or "cordoned"
+// (unschedulable, or drained by the rollout); "" when it does not.
+func unavailableAs(rec NodeStatus, observed map[string]Observed, name string) string {
+	o, exists := observed[name]
+	switch {
+	case exists && !o.Ready:
+		return "NotReady"
+	case rec.Cordoned || (exists && !o.Schedulable):
+		return "cordoned"
+	}
+	return ""
 }
 
 // held returns the assignment node holds, with its pin: what undo sends it

@@ -35,10 +35,8 @@ func (l *commaList) String() string { return *l.value }
 func (l *commaList) Type() string   { return "string" }
 
 func (l *commaList) Set(v string) error {
-	if l.set && *l.value != "" && v != "" {
-		v = *l.value + "," + v
-	} else if l.set && v == "" {
-		v = *l.value
+	if l.set {
+		v = strings.Trim(*l.value+","+v, ",")
 	}
 	*l.value, l.set = v, true
 	return nil
