@@ -838,76 +838,63 @@ func TestRunHaltsAfterWritingTheRollout(t *testing.T) {
 // TestRunKeepsACordonItDidNotMake: a node someone cordoned before the
 // rollout drains it stays cordoned, once it passed its health gate, or
 // after its drain failed; the node the rollout cordoned itself is
-// uncordoned.
+// uncordoned. A cordon an earlier rollout made and left (it halted with the
+// node drained; its mark says whose cordon that is) is not one the node had
+// before: the next rollout to drain it, such as the undo, uncordons it,
+// while a node someone cordoned before that earlier rollout stays cordoned.
+// (Cordoned nodes count against the budget until they are back: the budget
+// leaves room for every node.)
 func TestRunKeepsACordonItDidNotMake(t *testing.T) {
+	started := metav1.NewMicroTime(t0)
+	earlier := func(keep bool) *Mark {
+		return &Mark{Rollout: "kube-system/r0", UID: "uid-r0", Cordoned: true, KeepCordoned: keep, Started: started}
+	}
 	for name, tc := range map[string]struct {
-		fail      string
-		wantState State
+		nodes int
+		// cordoned are the nodes cordoned before the rollout, each with
+		// the mark of the rollout that left it so (nil: none did).
+		cordoned     map[string]*Mark
+		fail         string
+		wantState    State
+		wantCordoned map[string]bool
 	}{
-		"passed":       {wantState: Done},
-		"drain failed": {fail: "n1", wantState: Halted},
+		"passed": {nodes: 2, cordoned: map[string]*Mark{"n1": nil}, wantState: Done,
+			wantCordoned: map[string]bool{"n1": true, "n2": false}},
+		"drain failed": {nodes: 2, cordoned: map[string]*Mark{"n1": nil}, fail: "n1", wantState: Halted,
+			wantCordoned: map[string]bool{"n1": true, "n2": false}},
+		"a cordon an earlier rollout left": {nodes: 3, cordoned: map[string]*Mark{"n1": earlier(false), "n2": earlier(true)}, wantState: Done,
+			wantCordoned: map[string]bool{"n1": false, "n2": true, "n3": false}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			client, names := newFleet(t, 2)
+			client, names := newFleet(t, tc.nodes)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			n1, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n1.Spec.Unschedulable = true
-			if _, err := client.CoreV1().Nodes().Update(ctx, n1, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
+			for node, mark := range tc.cordoned {
+				n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mark != nil {
+					n = withMark(t, n, mark)
+				}
+				n.Spec.Unschedulable = true
+				if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			agents := newAgents(client, 10*time.Millisecond)
 			agents.run(ctx, t)
-			store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(2), Drain: names})
+			store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(int32(tc.nodes)), Drain: names})
 			r, _ := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: &fakeDrainer{client: client, fail: tc.fail}, Parallel: 1})
 			if r.Status.State != tc.wantState {
 				t.Fatalf("rollout %s (%s), want %s", r.Status.State, r.Status.Reason, tc.wantState)
 			}
-			for node, want := range map[string]bool{"n1": true, "n2": false} {
+			for node, want := range tc.wantCordoned {
 				if got := nodeOn(ctx, t, client, node).Spec.Unschedulable; got != want {
 					t.Errorf("%s unschedulable %v, want %v", node, got, want)
 				}
 			}
 		})
-	}
-}
-
-// TestRunUncordonsACordonAnEarlierRolloutLeft: a rollout that halted with
-// its nodes drained leaves them cordoned, and its mark says whose cordon
-// that is. The next rollout to drain them, such as its undo, puts each back
-// as it was before the first one: n1, which it cordoned, schedulable; n2,
-// which someone had cordoned before it, cordoned. (Both count against the
-// budget, unavailable, until they are back: the budget leaves room for n3.)
-func TestRunUncordonsACordonAnEarlierRolloutLeft(t *testing.T) {
-	client, names := newFleet(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	started := metav1.NewMicroTime(t0)
-	for node, keep := range map[string]bool{"n1": false, "n2": true} {
-		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n = withMark(t, n, &Mark{Rollout: "kube-system/r0", UID: "uid-r0", Cordoned: true, KeepCordoned: keep, Started: started})
-		n.Spec.Unschedulable = true
-		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	agents := newAgents(client, 10*time.Millisecond)
-	agents.run(ctx, t)
-	store := startRollout(t, client, Spec{Config: cm("good"), Nodes: names, MaxUnavailable: intstr.FromInt32(3), Drain: names})
-	r, _ := Run(ctx, client, store, "r1", Options{Resync: 50 * time.Millisecond, Drainer: &fakeDrainer{client: client}, Parallel: 1})
-	if r.Status.State != Done {
-		t.Fatalf("rollout %s (%s), want Done", r.Status.State, r.Status.Reason)
-	}
-	for node, want := range map[string]bool{"n1": false, "n2": true, "n3": false} {
-		if got := nodeOn(ctx, t, client, node).Spec.Unschedulable; got != want {
-			t.Errorf("%s unschedulable %v, want %v", node, got, want)
-		}
 	}
 }
 
